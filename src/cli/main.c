@@ -1,0 +1,38 @@
+/*
+ * main.c — `projmt <command> [options]`: dispatches to the subcommands.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"prepare",   cmd_prepare,   "clean, split and tokenize a parallel corpus"},
+    {"train",     cmd_train,     "train a Transformer (standard or projection SDPA)"},
+    {"translate", cmd_translate, "translate English text with a checkpoint"},
+    {"eval",      cmd_eval,      "score translations (BLEU, chrF) or a model's loss"},
+    {"bench",     cmd_bench,     "measure training/decoding speed of both attention forms"},
+};
+enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: projmt <command> [options]   (projmt <command> --help for its options)\n\ncommands:\n");
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
+    if (!strcmp(argv[1], "--version")) { printf("projmt 0.1.0\n"); return 0; }
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "projmt: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,103 @@
+/*
+ * config.h — the one effective configuration of a projmt run.
+ *
+ * Every setting is a field of pmt_config, described once in a table
+ * (config.c) that serves the INI reader (libinih), the command line
+ * (`--batch-tokens 2048` sets key `batch_tokens`), --dump-config, --help and
+ * the copy stored inside every checkpoint. Precedence: defaults < config file
+ * (`--config FILE`) < command-line flags.
+ *
+ * Ownership: pmt_config is a plain value; string fields are fixed-size arrays,
+ * so copies need no free.
+ */
+#ifndef PROJMT_CONFIG_H
+#define PROJMT_CONFIG_H
+
+#include <stdio.h>
+
+#define PMT_PATH_MAX 1024
+
+/* Attention form at one site. */
+typedef enum { PMT_ATTN_STANDARD = 0, PMT_ATTN_PROJECTION = 1 } pmt_attention_kind;
+/* Attention sites, in the order used by every per-site array. */
+enum { PMT_SITE_ENC_SELF = 0, PMT_SITE_DEC_SELF = 1, PMT_SITE_DEC_CROSS = 2, PMT_SITES = 3 };
+
+typedef struct pmt_config {
+    /* ---- data / prepare ---- */
+    char corpus[PMT_PATH_MAX];      /* Anki TSV: English<TAB>Spanish[<TAB>attribution] */
+    char src_file[PMT_PATH_MAX];    /* or two aligned plain-text files */
+    char tgt_file[PMT_PATH_MAX];
+    char data_dir[PMT_PATH_MAX];    /* prepared data: splits, spm.model, *.tok */
+    int valid_size;                 /* pairs held out for validation */
+    int test_size;                  /* pairs held out for test */
+    int max_words;                  /* drop pairs with a side longer than this (words) */
+    double max_ratio;               /* drop pairs whose word-length ratio exceeds this */
+    int vocab_size;                 /* joint SentencePiece vocabulary */
+    char spm_model_type[32];        /* unigram | bpe */
+    double character_coverage;
+    unsigned long seed;             /* shuffles, init, dropout, batching */
+
+    /* ---- model ---- */
+    int d_model, n_heads, d_ff, enc_layers, dec_layers;
+    double dropout, label_smoothing;
+    int site_kind[PMT_SITES];       /* pmt_attention_kind per site */
+    int sigma_learned;              /* projection σ: 0 fixed (σ² = √HS), 1 learned per head/site */
+    int max_len;                    /* longest sequence in tokens (positions table, decoding) */
+
+    /* ---- training ---- */
+    int batch_tokens;               /* source+target tokens incl. padding per batch */
+    int accum;                      /* gradient accumulation steps */
+    double lr, beta1, beta2, adam_eps, clip_norm, weight_decay;
+    int warmup;
+    int epochs, max_steps;
+    double minutes;
+    int log_every, valid_every;
+    char save_dir[PMT_PATH_MAX];    /* run folder: checkpoints and train.tsv */
+    int threads;                    /* 0 = all cores */
+    int max_bad_steps;              /* consecutive NaN/Inf steps before giving up */
+    int valid_bleu_sentences;       /* BLEU/chrF on this many valid sentences (0 = off) */
+    char early_stopping_metric[16]; /* loss | accuracy | bleu | chrf */
+    int patience;                   /* validations without improvement (0 = off) */
+
+    /* ---- translation ---- */
+    char model[PMT_PATH_MAX];       /* checkpoint to translate with */
+    int beam_size, n_best;
+    double normalize;               /* length penalty exponent α: score / len^α */
+    double max_length_factor;       /* output limit = factor * source length + max_length_const */
+    int max_length_const;
+} pmt_config;
+
+/* Fills every field with its default. */
+void pmt_config_defaults(pmt_config *cfg);
+/* Reads an INI file over cfg; returns 0, or -1 with a message in err. */
+int pmt_config_load_file(pmt_config *cfg, const char *path, char *err, size_t errlen);
+/* Parses an INI text (as stored in a checkpoint) over cfg; 0 or -1 with err. */
+int pmt_config_load_string(pmt_config *cfg, const char *text, char *err, size_t errlen);
+/* Sets one key (underscore or dash spelling) from a string value; 0 or -1 with err. */
+int pmt_config_set(pmt_config *cfg, const char *key, const char *value, char *err, size_t errlen);
+/* Writes the full effective config as INI text. */
+void pmt_config_dump(const pmt_config *cfg, FILE *out);
+/* Same into a malloc'd string (caller frees); NULL on allocation failure. */
+char *pmt_config_to_string(const pmt_config *cfg);
+/* Prints the keys (as --flags) whose group is one of groups ("data,model,...") with help text. */
+void pmt_config_print_help(FILE *out, const char *groups);
+/* Checks ranges (heads divide d_model, ...); 0 or -1 with err. */
+int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen);
+
+/*
+ * Parses argv for a subcommand: `--config FILE` first (wherever it appears),
+ * then every other `--key value` / `--key=value` over it. `extra` lists the
+ * subcommand's own options (NULL-terminated): a name ending in '=' takes a
+ * value ("hyp=" matches --hyp FILE), any other is a switch ("json"); single
+ * letters match one dash too ("i=" matches -i FILE). extra_val[i] receives the
+ * value (argv storage) or "1" for a switch, and stays NULL when absent.
+ * `--help`/`-h` sets *help; `--dump-config` sets *dump. Positional arguments
+ * are an error. Returns 0, or -1 with a message naming the bad flag in err.
+ */
+int pmt_config_parse_args(pmt_config *cfg, int argc, char **argv,
+                          const char *const *extra, const char **extra_val,
+                          int *help, int *dump, char *err, size_t errlen);
+
+const char *pmt_attention_kind_name(int kind);
+
+#endif

@@ -1,0 +1,61 @@
+/* testutil.c — see testutil.h. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+int test_passed = 0, test_failed = 0;
+
+int test_check(int ok, const char *file, int line, const char *expr) {
+    if (ok) { test_passed++; return 1; }
+    test_failed++;
+    fprintf(stderr, "FAIL %s:%d: %s\n", file, line, expr);
+    return 0;
+}
+
+int test_finish(void) {
+    printf("%d passed, %d failed\n", test_passed, test_failed);
+    return (test_failed == 0 && test_passed > 0) ? 0 : 1;
+}
+
+void test_skip(const char *why) {
+    printf("SKIPPED: %s\n", why);
+    exit(77);
+}
+
+const char *test_tmpdir(const char *tag) {
+    static char path[4096];
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    snprintf(path, sizeof path, "%s/projmt-%s-XXXXXX", base, tag);
+    if (!mkdtemp(path)) { perror("mkdtemp"); exit(2); }
+    return path;
+}
+
+const char *test_source_dir(void) {
+    const char *d = getenv("PROJMT_SOURCE_DIR");
+    return (d && *d) ? d : ".";
+}
+
+const char *test_spa_corpus(void) {
+    static char path[4096];
+    const char *d = getenv("PROJMT_DATA_DIR");
+    if (d && *d) {
+        snprintf(path, sizeof path, "%s/spa-eng/spa.txt", d);
+        if (access(path, R_OK) == 0) return path;
+    }
+    snprintf(path, sizeof path, "%s/../shared/data/spa-eng/spa.txt", test_source_dir());
+    if (access(path, R_OK) == 0) return path;
+    return NULL;
+}
+
+int test_write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t n = strlen(text);
+    int ok = fwrite(text, 1, n, f) == n;
+    if (fclose(f) != 0) ok = 0;
+    return ok ? 0 : -1;
+}

@@ -1,0 +1,35 @@
+/*
+ * testutil.h — the small harness every C unit test uses.
+ *
+ * CHECK failures print file:line and the expression and count as failures;
+ * test_finish() prints "N passed, N failed" and returns the exit status.
+ * A test that cannot run (e.g. the real corpus is absent) calls test_skip(),
+ * which prints "SKIPPED: why" and exits 77 (ctest's SKIP_RETURN_CODE).
+ */
+#ifndef PROJMT_TESTUTIL_H
+#define PROJMT_TESTUTIL_H
+
+#include <stdio.h>
+#include <stddef.h>
+
+extern int test_passed, test_failed;
+
+#define CHECK(cond) test_check((cond) ? 1 : 0, __FILE__, __LINE__, #cond)
+#define CHECK_MSG(cond, ...) do { if (!test_check((cond) ? 1 : 0, __FILE__, __LINE__, #cond)) \
+    { fprintf(stderr, "    "); fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
+#define CHECK_NEAR(a, b, tol) do { double _a = (a), _b = (b); \
+    CHECK_MSG(_a - _b <= (tol) && _b - _a <= (tol), "%s = %.9g, %s = %.9g, tol %.3g", #a, _a, #b, _b, (double)(tol)); } while (0)
+
+int test_check(int ok, const char *file, int line, const char *expr);
+int test_finish(void);
+void test_skip(const char *why);
+/* Makes a fresh empty directory under $TMPDIR (or /tmp) and returns its path (static buffer). */
+const char *test_tmpdir(const char *tag);
+/* Root of the source tree (PROJMT_SOURCE_DIR or "."). */
+const char *test_source_dir(void);
+/* Path to the shared spa.txt when present (PROJMT_DATA_DIR, then ../shared/data), else NULL. */
+const char *test_spa_corpus(void);
+/* Writes a string to a file; returns 0 on success. */
+int test_write_file(const char *path, const char *text);
+
+#endif
