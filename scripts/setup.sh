@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# setup.sh — installs what projmt needs on Debian 12 (idempotent; fast when all is present).
+#   bash scripts/setup.sh           build + run dependencies
+#   bash scripts/setup.sh --all     also the optional ones: MPI, plotting, PyTorch (reference tests)
+set -euo pipefail
+
+required=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev zlib1g-dev
+          libsentencepiece-dev sentencepiece libinih-dev libedit-dev)
+optional=(libopenmpi-dev openmpi-bin gnuplot-nox python3-torch python3-numpy python3-matplotlib)
+
+want=("${required[@]}")
+if [ "${1:-}" = "--all" ]; then want+=("${optional[@]}"); fi
+
+missing=()
+for pkg in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#want[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then SUDO=sudo; else
+    echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; fi
+fi
+log=$(mktemp /tmp/projmt-setup.XXXXXX.log)
+if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+        --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+  tail -n 30 "$log" >&2
+  echo "setup: apt-get failed (full log: $log); install these by hand: ${missing[*]}" >&2
+  exit 1
+fi
+rm -f "$log"
+echo "setup: done"

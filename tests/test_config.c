@@ -1,0 +1,103 @@
+/* test_config.c — defaults, INI files, CLI precedence, shorthand, round trip, errors. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "testutil.h"
+
+static void test_defaults_and_validate(void) {
+    pmt_config c;
+    char err[512];
+    pmt_config_defaults(&c);
+    CHECK(c.d_model == 256 && c.n_heads == 4 && c.d_ff == 1024);
+    CHECK(c.vocab_size == 8000 && c.batch_tokens == 4096 && c.warmup == 1000);
+    CHECK_NEAR(c.lr, 7e-4, 1e-12);
+    CHECK(c.site_kind[PMT_SITE_DEC_CROSS] == PMT_ATTN_STANDARD);
+    CHECK(pmt_config_validate(&c, err, sizeof err) == 0);
+    c.n_heads = 3;
+    CHECK(pmt_config_validate(&c, err, sizeof err) == -1);
+    CHECK(strstr(err, "n_heads") != NULL);
+}
+
+static void test_file_then_flags(void) {
+    const char *dir = test_tmpdir("config");
+    char path[1200], err[512];
+    snprintf(path, sizeof path, "%s/x.ini", dir);
+    CHECK(test_write_file(path, "[model]\nd_model = 64\nattention = projection\n[train]\nlr = 0.01\n") == 0);
+    char *argv[] = {"train", "--lr", "0.5", "--config", path, "--decoder-self=standard", "--json"};
+    const char *extra[] = {"json", "hyp=", NULL};
+    const char *extra_val[2];
+    int help, dump;
+    pmt_config c;
+    pmt_config_defaults(&c);
+    int rc = pmt_config_parse_args(&c, 7, argv, extra, extra_val, &help, &dump, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s", err);
+    CHECK(c.d_model == 64);
+    CHECK_NEAR(c.lr, 0.5, 1e-12); /* the flag beats the file even when it comes first */
+    CHECK(c.site_kind[PMT_SITE_ENC_SELF] == PMT_ATTN_PROJECTION);
+    CHECK(c.site_kind[PMT_SITE_DEC_SELF] == PMT_ATTN_STANDARD);
+    CHECK(c.site_kind[PMT_SITE_DEC_CROSS] == PMT_ATTN_PROJECTION);
+    CHECK(extra_val[0] && !strcmp(extra_val[0], "1"));
+    CHECK(extra_val[1] == NULL);
+    CHECK(!help && !dump);
+}
+
+static void test_round_trip(void) {
+    pmt_config a, b;
+    char err[512];
+    pmt_config_defaults(&a);
+    a.d_model = 96;
+    a.lr = 1.25e-3;
+    a.sigma_learned = 1;
+    a.site_kind[PMT_SITE_DEC_SELF] = PMT_ATTN_PROJECTION;
+    strcpy(a.save_dir, "models/with space");
+    char *text = pmt_config_to_string(&a);
+    CHECK(text != NULL);
+    pmt_config_defaults(&b);
+    CHECK_MSG(pmt_config_load_string(&b, text, err, sizeof err) == 0, "%s", err);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    free(text);
+}
+
+static void test_errors(void) {
+    pmt_config c;
+    char err[512];
+    int help, dump;
+    pmt_config_defaults(&c);
+    char *bad_key[] = {"train", "--no-such-thing", "1"};
+    CHECK(pmt_config_parse_args(&c, 3, bad_key, NULL, NULL, &help, &dump, err, sizeof err) == -1);
+    CHECK(strstr(err, "no-such-thing") != NULL);
+    char *bad_value[] = {"train", "--d-model", "abc"};
+    CHECK(pmt_config_parse_args(&c, 3, bad_value, NULL, NULL, &help, &dump, err, sizeof err) == -1);
+    CHECK(strstr(err, "abc") != NULL && strstr(err, "d_model") != NULL);
+    char *bad_kind[] = {"train", "--attention", "gaussian"};
+    CHECK(pmt_config_parse_args(&c, 3, bad_kind, NULL, NULL, &help, &dump, err, sizeof err) == -1);
+    char *missing[] = {"train", "--config", "/nonexistent/x.ini"};
+    CHECK(pmt_config_parse_args(&c, 3, missing, NULL, NULL, &help, &dump, err, sizeof err) == -1);
+    CHECK(strstr(err, "/nonexistent/x.ini") != NULL);
+    char *positional[] = {"train", "stray"};
+    CHECK(pmt_config_parse_args(&c, 2, positional, NULL, NULL, &help, &dump, err, sizeof err) == -1);
+    char *no_value[] = {"train", "--lr"};
+    CHECK(pmt_config_parse_args(&c, 2, no_value, NULL, NULL, &help, &dump, err, sizeof err) == -1);
+}
+
+static void test_shipped_configs_valid(void) {
+    const char *names[] = {"tiny", "small", "base"};
+    for (int i = 0; i < 3; i++) {
+        char path[1200], err[512];
+        pmt_config c;
+        pmt_config_defaults(&c);
+        snprintf(path, sizeof path, "%s/configs/%s.ini", test_source_dir(), names[i]);
+        CHECK_MSG(pmt_config_load_file(&c, path, err, sizeof err) == 0, "%s", err);
+        CHECK_MSG(pmt_config_validate(&c, err, sizeof err) == 0, "%s: %s", names[i], err);
+    }
+}
+
+int main(void) {
+    test_defaults_and_validate();
+    test_file_then_flags();
+    test_round_trip();
+    test_errors();
+    test_shipped_configs_valid();
+    return test_finish();
+}
