@@ -103,8 +103,9 @@ int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int
 void pmt_model_free(pmt_model *m);
 /* Number of parameters cfg would have for vocab V (no allocation). */
 size_t pmt_model_count_params(const pmt_config *cfg, int V);
-/* Forward FLOPs per target token for a typical sentence (S = T = len), for bench. */
-double pmt_model_flops_per_token(const pmt_config *cfg, int V, int len);
+/* Matrix-product FLOPs of one training step (forward + backward = 3x forward)
+ * on a padded batch of B pairs with lengths S and T, as the GEMMs run them. */
+double pmt_model_train_flops(const pmt_config *cfg, int V, int B, int S, int T);
 /* Xavier-uniform matrices, zero biases, unit LayerNorm gains, N(0, C^-1/2)
  * embeddings, log σ = log(HS)/4 — deterministic in seed. */
 void pmt_model_init_params(pmt_model *m, uint64_t seed);
