@@ -371,6 +371,10 @@ void pmt_model_init_params(pmt_model *m, uint64_t seed) {
     }
 }
 
+void pmt_model_output_probs(const pmt_model *m, float *out) {
+    memcpy(out, m->act->logits, (size_t)m->act->B * m->act->T * m->V * sizeof(float));
+}
+
 void pmt_model_zero_grad(pmt_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
 
 /* Gradient pointer of a parameter pointer (same offset in the grads buffer). */

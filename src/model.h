@@ -121,6 +121,9 @@ double pmt_model_forward(pmt_model *m, const pmt_batch *batch, int train,
  * number of target tokens of the whole (accumulated / all-reduced) batch. */
 void pmt_model_backward(pmt_model *m, const pmt_batch *batch, double loss_denominator);
 void pmt_model_zero_grad(pmt_model *m);
+/* Copies the output distribution [B*T, V] of the last forward pass into out
+ * (valid until pmt_model_backward, which reuses that buffer for dlogits). */
+void pmt_model_output_probs(const pmt_model *m, float *out);
 
 /* Encoder only: writes the final encoder output [B*S, C] into enc_out
  * (caller-owned), for decoding. */
