@@ -361,20 +361,22 @@ void pmt_checkpoint_free(pmt_checkpoint *ck) {
 /* into a model / optimizer                                            */
 
 int pmt_checkpoint_copy_params(const pmt_checkpoint *ck, pmt_model *m, char *err, size_t errlen) {
+    /* The first differing tensor says most about which setting changed. */
+    int n = ck->n_tensors < m->n_tensors ? ck->n_tensors : m->n_tensors;
+    for (int i = 0; i < n; i++) {
+        const pmt_tensor *a = &ck->tensors[i], *b = &m->tensors[i];
+        if (strcmp(a->name, b->name) || a->rows != b->rows || a->cols != b->cols || a->offset != b->offset) {
+            snprintf(err, errlen, "the checkpoint's model differs: its tensor %d is '%s' [%d x %d], this model's "
+                     "is '%s' [%d x %d]", i, a->name, a->rows, a->cols, b->name, b->rows, b->cols);
+            return -1;
+        }
+    }
     if (ck->vocab_size != m->V || ck->n_tensors != m->n_tensors || ck->n_params != m->n_params) {
         snprintf(err, errlen,
-                 "checkpoint model (vocab %d, %d tensors, %zu parameters) differs from this model "
+                 "the checkpoint's model (vocab %d, %d tensors, %zu parameters) differs from this model "
                  "(vocab %d, %d tensors, %zu parameters)",
                  ck->vocab_size, ck->n_tensors, ck->n_params, m->V, m->n_tensors, m->n_params);
         return -1;
-    }
-    for (int i = 0; i < m->n_tensors; i++) {
-        const pmt_tensor *a = &ck->tensors[i], *b = &m->tensors[i];
-        if (strcmp(a->name, b->name) || a->rows != b->rows || a->cols != b->cols || a->offset != b->offset) {
-            snprintf(err, errlen, "checkpoint tensor %d is '%s' [%d x %d] but the model has '%s' [%d x %d]", i,
-                     a->name, a->rows, a->cols, b->name, b->rows, b->cols);
-            return -1;
-        }
     }
     memcpy(m->params, ck->params, m->n_params * sizeof(float));
     return 0;
