@@ -295,9 +295,13 @@ static void format_progress(const trainer *t, char *line, size_t len) {
     double loss = st->win_tokens ? st->win_loss_sum / (double)st->win_tokens : t->last_loss;
     double acc = st->win_tokens ? (double)st->win_correct / (double)st->win_tokens : t->last_accuracy;
     double rate = t->session_step_seconds > 0 ? (double)t->session_tokens / t->session_step_seconds : 0;
-    char eta[32];
-    pmt_format_duration(eta_seconds(t), eta, sizeof eta);
-    snprintf(line, len, "epoch %lld | step %lld | loss %.3f | acc %.1f%% | %.1fk tok/s | ETA %s",
+    char eta[48] = "";
+    double left = eta_seconds(t);
+    if (isfinite(left)) {
+        strcpy(eta, " | ETA ");
+        pmt_format_duration(left, eta + strlen(eta), sizeof eta - strlen(eta));
+    }
+    snprintf(line, len, "epoch %lld | step %lld | loss %.3f | acc %.1f%% | %.1fk tok/s%s",
              (long long)st->epoch + 1, (long long)st->step, loss, 100.0 * acc, rate / 1000.0, eta);
 }
 
@@ -493,7 +497,7 @@ static int setup(trainer *t, char *err, size_t errlen) {
     t->elapsed_base = t->st.elapsed_seconds;
     t->last_loss = t->last_accuracy = NAN;
     pmt_progress_message(&t->log, "training: %d pairs in %d batches of <= %d tokens (accum %d), %d validation "
-                         "pairs; %d threads; logging to %s", t->data->train->n_pairs, t->train_b.n_batches,
+                         "pairs; %d thread(s); logging to %s", t->data->train->n_pairs, t->train_b.n_batches,
                          c->batch_tokens, c->accum, t->has_valid ? t->data->valid->n_pairs : 0,
                          omp_get_max_threads(), t->tsv_path);
     return 0;
@@ -566,7 +570,7 @@ int pmt_train_from_dir(const pmt_config *cfg, const pmt_train_options *opt, cons
     snprintf(path, sizeof path, "%s/spm.model", cfg->data_dir);
     pmt_spm *spm = pmt_spm_load_file(path, inner, sizeof inner);
     if (!spm) {
-        snprintf(err, errlen, "%s (run `projmt prepare --data-dir %s` first)", inner, cfg->data_dir);
+        snprintf(err, errlen, "%s", inner);
         return -1;
     }
     int rc = -1;
@@ -579,7 +583,7 @@ int pmt_train_from_dir(const pmt_config *cfg, const pmt_train_options *opt, cons
     rc = pmt_train_run(cfg, &data, opt, hooks, res, err, errlen);
     goto out;
 done:
-    snprintf(err, errlen, "%s (run `projmt prepare --data-dir %s` first)", inner, cfg->data_dir);
+    snprintf(err, errlen, "%s (run `projmt prepare --data-dir %s`)", inner, cfg->data_dir);
 out:
     pmt_corpus_free(&train);
     pmt_corpus_free(&valid);
