@@ -416,9 +416,11 @@ static const char *stop_reason(const trainer *t) {
 static int after_step(trainer *t, pmt_step_status status, double loss, int epoch_end, char *err, size_t errlen) {
     if (t->hooks->on_step) t->hooks->on_step(t->hooks->user, t->st.step, loss, status);
     if (status == PMT_STEP_DIVERGED) {
+        int saved = access(t->last_path, F_OK) == 0;
         snprintf(err, errlen, "training diverged at step %lld: %d consecutive steps had a non-finite loss or "
-                 "gradient norm (try a lower --lr, a longer --warmup or --clip-norm 1); last good checkpoint: %s",
-                 (long long)t->st.step, t->optim.bad_steps, t->last_path);
+                 "gradient norm (try a lower --lr, a longer --warmup or --clip-norm 1)%s%s",
+                 (long long)t->st.step, t->optim.bad_steps, saved ? "; last checkpoint: " : "",
+                 saved ? t->last_path : "");
         return -1;
     }
     if (status == PMT_STEP_SKIPPED)
@@ -481,6 +483,10 @@ static int setup(trainer *t, char *err, size_t errlen) {
     snprintf(t->best_path, sizeof t->best_path, "%s/best.ckpt", c->save_dir);
     snprintf(t->tsv_path, sizeof t->tsv_path, "%s/train.tsv", c->save_dir);
     t->log.quiet = t->opt->quiet;
+    if (t->opt->fresh && unlink(t->best_path) != 0 && errno != ENOENT) {
+        snprintf(err, errlen, "--fresh: cannot remove the old '%s': %s", t->best_path, strerror(errno));
+        return -1;
+    }
     if (setup_batchers(t, err, errlen) != 0) return -1;
     if (pmt_model_init(&t->model, c, t->data->vocab_size, c->batch_tokens, c->max_len, inner, sizeof inner) != 0 ||
         pmt_optim_init(&t->optim, c, t->model.tensors, t->model.n_tensors, t->model.n_params, inner,

@@ -52,7 +52,7 @@ static int rewrite_table(const char *path, int64_t keep_through, char *err, size
         }
         free(line);
         if (ferror(in)) ok = 0;
-        fclose(in);
+        if (fclose(in) != 0) ok = 0;
     }
     if (fflush(out) != 0 || fsync(fileno(out)) != 0) ok = 0;
     if (fclose(out) != 0) ok = 0;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "batcher.h"
 #include "checkpoint.h"
 #include "testutil.h"
 #include "train.h"
@@ -116,7 +117,69 @@ static void test_short_run_lowers_valid_loss(void) {
     fixture_corpus_free(&valid);
 }
 
+/* With no improvement in validation accuracy (a learning rate too small to
+ * flip any argmax), `patience` validations end the run. */
+static void test_patience_stops(void) {
+    pmt_corpus c;
+    fixture_corpus(&c, 40, 3, 8, 5);
+    char dir[1024], err[512];
+    snprintf(dir, sizeof dir, "%s", test_tmpdir("patience"));
+    pmt_config cfg;
+    fixture_config(&cfg, PMT_ATTN_STANDARD, dir);
+    cfg.lr = 1e-12;
+    cfg.max_steps = 100;
+    cfg.valid_every = 0;  /* validate at epoch ends only */
+    cfg.patience = 2;
+    snprintf(cfg.early_stopping_metric, sizeof cfg.early_stopping_metric, "accuracy");
+    pmt_train_data data = {&c, &c, FIX_SPM, sizeof FIX_SPM, FIX_VOCAB};
+    pmt_train_options opt = {0, 1, 0};
+    pmt_train_result res;
+    int rc = pmt_train_run(&cfg, &data, &opt, NULL, &res, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s", err);
+    /* Best at the first epoch end, stale at the second and third: stop. */
+    pmt_batcher b;
+    CHECK(pmt_batcher_init(&b, &c, cfg.batch_tokens, cfg.max_len, cfg.seed, 1, err, sizeof err) == 0);
+    CHECK_MSG(res.stop == PMT_TRAIN_DONE && res.steps == 3 * b.n_batches, "stopped at step %lld, %d batches/epoch",
+              (long long)res.steps, b.n_batches);
+    pmt_batcher_free(&b);
+    CHECK(res.best_metric == res.valid_accuracy);
+    fixture_corpus_free(&c);
+}
+
+static void count_status(void *user, int64_t step, double loss, pmt_step_status status) {
+    int *counts = user;
+    (void)step;
+    (void)loss;
+    counts[status]++;
+}
+
+/* An absurd learning rate makes every step after the first non-finite: they
+ * are skipped, and max_bad_steps of them in a row stop the run with an error. */
+static void test_divergence_stops(void) {
+    pmt_corpus c;
+    fixture_corpus(&c, 40, 3, 8, 5);
+    char dir[1024], err[512] = "";
+    snprintf(dir, sizeof dir, "%s", test_tmpdir("diverge"));
+    pmt_config cfg;
+    fixture_config(&cfg, PMT_ATTN_STANDARD, dir);
+    cfg.lr = 1e30;
+    cfg.warmup = 0;
+    cfg.clip_norm = 0;
+    cfg.max_bad_steps = 3;
+    pmt_train_data data = {&c, &c, FIX_SPM, sizeof FIX_SPM, FIX_VOCAB};
+    pmt_train_options opt = {0, 1, 0};
+    int counts[3] = {0, 0, 0};
+    pmt_train_hooks hooks = {counts, count_status, NULL};
+    pmt_train_result res;
+    CHECK(pmt_train_run(&cfg, &data, &opt, &hooks, &res, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "diverged at step 4") && strstr(err, "--lr"), "message: %s", err);
+    CHECK(counts[PMT_STEP_APPLIED] == 1 && counts[PMT_STEP_SKIPPED] == 2 && counts[PMT_STEP_DIVERGED] == 1);
+    fixture_corpus_free(&c);
+}
+
 int main(void) {
+    test_patience_stops();
+    test_divergence_stops();
     test_overfit_one_batch(PMT_ATTN_STANDARD);
     test_overfit_one_batch(PMT_ATTN_PROJECTION);
     test_short_run_lowers_valid_loss();
