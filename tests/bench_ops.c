@@ -5,9 +5,9 @@
  *
  * Build by hand after the library (from the worktree root):
  *   PKG_CONFIG_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig \
- *   gcc -O3 -march=native -fopenmp -Isrc -Itests tests/bench_ops.c \
+ *   gcc -O3 -march=native -fopenmp -D_POSIX_C_SOURCE=200809L -Isrc -Itests tests/bench_ops.c \
  *       build/libprojmt_core.a $(pkg-config --libs openblas) -lm -o build/bench_ops
- *   OPENBLAS_CORETYPE=Haswell ./build/bench_ops
+ *   OPENBLAS_CORETYPE=Haswell [PROJMT_BENCH_CPU=1 OMP_NUM_THREADS=1] ./build/bench_ops
  */
 #include "ops.h"
 #include "ops_testutil.h"
