@@ -529,14 +529,14 @@ int pmt_metrics_report_json(const pmt_metrics_report *report, char *buf, size_t 
         const pmt_bleu_score *b = &report->bleu;
         pmt_bleu_signature(b->n_refs, signature, sizeof signature);
         json_append(buf, len, &used, &overflow,
-                    ", \"bleu\": {\"score\": %.10g, \"precisions\": [%.10g, %.10g, %.10g, %.10g], "
-                    "\"bp\": %.10g, \"ratio\": %.10g, \"hyp_len\": %lld, \"ref_len\": %lld, \"signature\": \"%s\"}",
+                    ", \"bleu\": {\"score\": %.17g, \"precisions\": [%.17g, %.17g, %.17g, %.17g], "
+                    "\"bp\": %.17g, \"ratio\": %.17g, \"hyp_len\": %lld, \"ref_len\": %lld, \"signature\": \"%s\"}",
                     b->score, b->precisions[0], b->precisions[1], b->precisions[2], b->precisions[3],
                     b->bp, b->ratio, (long long)b->hyp_len, (long long)b->ref_len, signature);
     }
     if (report->metrics & PMT_METRIC_CHRF) {
         pmt_chrf_signature(report->chrf_n_refs, signature, sizeof signature);
-        json_append(buf, len, &used, &overflow, ", \"chrf\": {\"score\": %.10g, \"signature\": \"%s\"}",
+        json_append(buf, len, &used, &overflow, ", \"chrf\": {\"score\": %.17g, \"signature\": \"%s\"}",
                     report->chrf, signature);
     }
     json_append(buf, len, &used, &overflow, "}");
