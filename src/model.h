@@ -103,8 +103,9 @@ int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int
 void pmt_model_free(pmt_model *m);
 /* Number of parameters cfg would have for vocab V (no allocation). */
 size_t pmt_model_count_params(const pmt_config *cfg, int V);
-/* Forward FLOPs per target token for a typical sentence (S = T = len), for bench. */
-double pmt_model_flops_per_token(const pmt_config *cfg, int V, int len);
+/* Matrix-product FLOPs of one training step (forward + backward = 3x forward)
+ * on a padded batch of B pairs with lengths S and T, as the GEMMs run them. */
+double pmt_model_train_flops(const pmt_config *cfg, int V, int B, int S, int T);
 /* Xavier-uniform matrices, zero biases, unit LayerNorm gains, N(0, C^-1/2)
  * embeddings, log σ = log(HS)/4 — deterministic in seed. */
 void pmt_model_init_params(pmt_model *m, uint64_t seed);
@@ -120,6 +121,9 @@ double pmt_model_forward(pmt_model *m, const pmt_batch *batch, int train,
  * number of target tokens of the whole (accumulated / all-reduced) batch. */
 void pmt_model_backward(pmt_model *m, const pmt_batch *batch, double loss_denominator);
 void pmt_model_zero_grad(pmt_model *m);
+/* Copies the output distribution [B*T, V] of the last forward pass into out
+ * (valid until pmt_model_backward, which reuses that buffer for dlogits). */
+void pmt_model_output_probs(const pmt_model *m, float *out);
 
 /* Encoder only: writes the final encoder output [B*S, C] into enc_out
  * (caller-owned), for decoding. */

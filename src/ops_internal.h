@@ -1,0 +1,68 @@
+/*
+ * ops_internal.h — helpers shared by the ops_*.c kernels; not a public header.
+ *
+ * Everything here is static inline so the compiler can inline it into the
+ * `omp simd` loops of the kernels: a per-element call into libm or a helper
+ * would stop vectorisation of the softmax and cross-entropy inner loops.
+ */
+#ifndef PROJMT_OPS_INTERNAL_H
+#define PROJMT_OPS_INTERNAL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Element count below which elementwise loops stay serial: an OpenMP
+ * fork/join costs a few microseconds, more than streaming 32k floats. */
+#define OPS_PAR_MIN 32768
+
+/* Columns per task of the column-sum reductions (bias/LayerNorm gradients):
+ * a multiple of a 64-byte cache line, so two threads never share a line of
+ * the gradient they accumulate, and each row visit reads whole lines. */
+#define OPS_COL_BLOCK 32
+
+/* ops_exp: expf written so GCC can vectorise it inside `omp simd` loops.
+ * glibc only exposes its vector expf under -ffast-math, which projmt does not
+ * use (it would break the meaning of -INFINITY and NaN checks), so softmax
+ * would otherwise pay one scalar libm call per element. Algorithm of Cephes
+ * expf: x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two for exactness),
+ * exp(r) by a degree-7 minimax polynomial, times 2^n built in the exponent
+ * bits. Max error about 1 ulp on [-87.33, 88.3]; below that the result is
+ * exactly 0 (so exp(-INFINITY) = 0), above it +INFINITY, and NaN stays NaN.
+ * The clamps come first so the float->int conversion is always in range. */
+static inline float ops_exp(float x) {
+    const float lo = -87.33654f, hi = 88.3f;
+    float xc = x > lo ? x : lo;
+    xc = xc < hi ? xc : hi;
+    float fn = floorf(xc * 1.44269504088896341f + 0.5f);
+    float r = xc - fn * 0.693359375f;
+    r = r + fn * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    int32_t bits = ((int32_t)fn + 127) << 23;
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    float y = p * two_n;
+    y = x < lo ? 0.0f : y;
+    y = x > hi ? INFINITY : y;
+    return x != x ? x : y;
+}
+
+/* Dot product of two fp32 vectors with an fp32 accumulator, as sgemm does:
+ * these are head-size (<= ~100) inner products, where fp32 rounding is far
+ * below the noise of training; `omp simd` lets the reduction vectorise
+ * without -ffast-math. */
+static inline float ops_dot(const float *a, const float *b, int n) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+#endif
