@@ -79,6 +79,7 @@ static int stream_read(tok_stream *s, void *data, size_t n, const char *what) {
     return 0;
 }
 
+/* Writes the header, tables, ids and the crc32 of all of them. */
 static int write_body(tok_stream *s, const pmt_corpus *c) {
     uint32_t version = CORPUS_VERSION, n_pairs = (uint32_t)c->n_pairs;
     uint64_t n_src = c->src_off[c->n_pairs], n_tgt = c->tgt_off[c->n_pairs];
@@ -131,6 +132,7 @@ static int offsets_valid(const uint64_t *off, uint32_t n_pairs, uint64_t total) 
     return 1;
 }
 
+/* Sets the standard "corrupt token file" message; returns -1. */
 static int fail_corrupt(tok_stream *s, const char *what) {
     snprintf(s->err, s->errlen, "corrupt token file '%s': %s (re-run `projmt prepare` to rebuild it)", s->path, what);
     return -1;
@@ -164,6 +166,8 @@ static int read_header(tok_stream *s, uint64_t file_size, uint32_t *n_pairs, uin
     return 0;
 }
 
+/* Reads and verifies everything after gzopen; on failure c is partly
+ * filled and the caller frees it. */
 static int read_body(tok_stream *s, pmt_corpus *c, uint64_t file_size) {
     uint32_t n_pairs;
     uint64_t n_src, n_tgt;

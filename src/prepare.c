@@ -44,6 +44,7 @@ static const char *output_add(output_set *o, const char *dir, const char *name) 
     return o->tmp[o->n++];
 }
 
+/* Deletes every temporary written so far (the failure path). */
 static void output_discard(const output_set *o) {
     for (int i = 0; i < o->n; i++) remove(o->tmp[i]);
 }
@@ -95,6 +96,7 @@ static int make_output_dir(const char *dir, char *err, size_t errlen) {
     return 0;
 }
 
+/* Checks the data settings prepare uses, before any work is done. */
 static int validate_options(const pmt_config *cfg, char *err, size_t errlen) {
 #define REQUIRE(cond, ...) do { if (!(cond)) { snprintf(err, errlen, __VA_ARGS__); return -1; } } while (0)
     REQUIRE(cfg->data_dir[0], "data_dir is empty; give --data-dir DIR");
@@ -113,6 +115,7 @@ static int validate_options(const pmt_config *cfg, char *err, size_t errlen) {
 
 /* ---- split ------------------------------------------------------------ */
 
+/* splitmix64: one 64-bit state word, good statistical quality, same everywhere. */
 static uint64_t splitmix64_next(uint64_t *state) {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -127,6 +130,7 @@ static uint64_t uniform_below(uint64_t *state, uint64_t n) {
     return r % n;
 }
 
+/* Fisher–Yates shuffle of idx[0..n) driven by seed. */
 static void shuffle_indices(long *idx, long n, unsigned long seed) {
     uint64_t state = (uint64_t)seed;
     for (long i = n - 1; i > 0; i--) {
@@ -141,6 +145,7 @@ typedef struct {
     long n[PMT_SPLITS];
 } split_plan;
 
+/* Releases the index lists (safe on a partly built plan). */
 static void split_plan_free(split_plan *s) {
     for (int k = 0; k < PMT_SPLITS; k++) free(s->idx[k]);
     memset(s, 0, sizeof *s);
@@ -185,6 +190,8 @@ static int assign_splits(const pmt_pair_list *list, const long *order, const pmt
     return ok ? 0 : -1;
 }
 
+/* Shuffles the cleaned pairs and assigns them to splits; refuses sizes that
+ * would leave nothing to train on. */
 static int make_split_plan(const pmt_pair_list *list, const pmt_config *cfg, split_plan *plan, char *err, size_t errlen) {
     memset(plan, 0, sizeof *plan);
     if ((long)cfg->valid_size + cfg->test_size >= list->n) {
@@ -211,6 +218,7 @@ static int make_split_plan(const pmt_pair_list *list, const pmt_config *cfg, spl
 
 /* ---- text outputs ----------------------------------------------------- */
 
+/* Writes one side of the pairs idx[0..n) as text lines. */
 static int write_side_text(const char *path, const pmt_pair_list *list, const long *idx, long n, int side,
                            char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
@@ -273,6 +281,7 @@ typedef struct {
     uint64_t n, cap;
 } id_buffer;
 
+/* Makes room for extra more ids (doubling); -1 when out of memory. */
 static int id_buffer_reserve(id_buffer *b, uint64_t extra) {
     if (b->n + extra <= b->cap) return 0;
     uint64_t cap = b->cap ? b->cap : 1024;
@@ -298,6 +307,7 @@ static int encode_into(const pmt_spm *spm, const char *text, id_buffer *b, char 
     return -1;
 }
 
+/* qsort order for ints, without the overflow of a - b. */
 static int compare_int(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
     return (x > y) - (x < y);
@@ -310,6 +320,7 @@ static int percentile(const int *sorted, long n, int pct) {
     return sorted[rank < 1 ? 0 : rank - 1];
 }
 
+/* Percentiles of the sentence lengths given by an offset table. */
 static void length_stats(const uint64_t *off, long n, int *scratch, pmt_length_stats *out) {
     for (long i = 0; i < n; i++) scratch[i] = (int)(off[i + 1] - off[i]);
     qsort(scratch, (size_t)n, sizeof *scratch, compare_int);
@@ -358,6 +369,7 @@ static int split_token_stats(const pmt_corpus *c, int unk_id, pmt_split_stats *s
     return 0;
 }
 
+/* Distinct ids occurring on either side of c (vocabulary coverage). */
 static int count_used_ids(const pmt_corpus *c, int vocab_size) {
     unsigned char *used = calloc((size_t)vocab_size, 1);
     if (!used) return 0;

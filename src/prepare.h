@@ -56,6 +56,8 @@ typedef struct pmt_prepare_stats {
     pmt_split_stats split[PMT_SPLITS];
     int vocab_size;            /* actual size of the trained model */
     int vocab_used_in_train;   /* distinct ids occurring in the encoded train split */
+    /* Wall-clock seconds per phase. seconds_write (manifest + renames) is in
+     * the printed summary only: the manifest is written during that phase. */
     double seconds_read, seconds_split, seconds_spm, seconds_encode, seconds_write, seconds_total;
 } pmt_prepare_stats;
 

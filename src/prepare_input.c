@@ -88,6 +88,7 @@ static int cursor_next(line_cursor *c, char **line, size_t *len) {
     return 1;
 }
 
+/* Lines as the cursor sees them: a last line without '\n' counts. */
 static long count_lines(const char *buf, size_t size) {
     long n = 0;
     for (const char *p = buf; (p = memchr(p, '\n', (size_t)(buf + size - p))) != NULL; p++) n++;
@@ -108,11 +109,13 @@ typedef struct {
     long reported_invalid, reported_malformed;
 } cleaner;
 
+/* Reports one skipped line (file:line: why) until REPORT_FIRST were shown. */
 static void report_bad_line(cleaner *cl, long *reported, const char *file, long line_no, const char *what) {
     if (cl->log && (*reported)++ < REPORT_FIRST)
         fprintf(cl->log, "prepare: warning: %s:%ld: %s; line skipped\n", file, line_no, what);
 }
 
+/* After the pass: how many more bad lines were skipped without a report. */
 static void report_bad_line_totals(cleaner *cl) {
     if (!cl->log) return;
     long more_invalid = cl->stats->dropped.invalid_utf8 - REPORT_FIRST;
@@ -159,6 +162,9 @@ static int clean_pair(cleaner *cl, char *en, size_t en_len, char *es, size_t es_
     return 0;
 }
 
+/* Allocates the output pairs, the dedup map and its key arena; the arena
+ * holds every "en\tes" key, which never exceed the input bytes plus one
+ * tab per line, so it is sized once and keys never move. */
 static int cleaner_init(cleaner *cl, const pmt_config *cfg, FILE *log, pmt_pair_list *list,
                         pmt_prepare_stats *stats, long max_pairs, size_t input_bytes) {
     memset(cl, 0, sizeof *cl);
@@ -172,6 +178,7 @@ static int cleaner_init(cleaner *cl, const pmt_config *cfg, FILE *log, pmt_pair_
     return 0;
 }
 
+/* Frees the dedup state (the pair list lives on in the caller). */
 static void cleaner_free(cleaner *cl) {
     pmt_strmap_free(&cl->seen);
     free(cl->key_arena);
@@ -217,6 +224,7 @@ static int clean_aligned(cleaner *cl, char *bufs[2], size_t sizes[2], const char
     return 0;
 }
 
+/* One cleaning pass over the loaded input in TSV or aligned mode. */
 static int run_cleaner(const pmt_config *cfg, FILE *log, pmt_pair_list *list, pmt_prepare_stats *stats,
                        int aligned, size_t sizes[2], const char *paths[2], char *err, size_t errlen) {
     long max_pairs = count_lines(list->buffers[0], sizes[0]);

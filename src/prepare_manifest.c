@@ -13,6 +13,7 @@
 static const char *const split_names[PMT_SPLITS] = {"train", "valid", "test"};
 static const char *const side_names[PMT_SIDES] = {"en", "es"};
 
+/* Writes s as a JSON string literal (quotes, backslashes, controls escaped). */
 static void json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -23,8 +24,10 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+/* part / whole, 0 for an empty whole (no NaN in the manifest). */
 static double ratio(long part, long whole) { return whole > 0 ? (double)part / (double)whole : 0.0; }
 
+/* One split's object: pairs, tokens, unk rates, length percentiles. */
 static void write_split(FILE *f, const pmt_split_stats *st) {
     fprintf(f, "{\"pairs\": %ld, \"tokens\": {\"en\": %ld, \"es\": %ld},\n", st->pairs,
             st->tokens[PMT_SIDE_EN], st->tokens[PMT_SIDE_ES]);
@@ -40,6 +43,7 @@ static void write_split(FILE *f, const pmt_split_stats *st) {
     fprintf(f, "}}");
 }
 
+/* The data settings of the run, so the manifest alone explains the files. */
 static void write_config(FILE *f, const pmt_config *cfg) {
     fprintf(f, "  \"config\": {\"corpus\": ");
     json_string(f, cfg->corpus);
@@ -56,6 +60,7 @@ static void write_config(FILE *f, const pmt_config *cfg) {
     fprintf(f, ", \"character_coverage\": %.17g, \"seed\": %lu}\n", cfg->character_coverage, cfg->seed);
 }
 
+/* The whole manifest; I/O errors are caught by the caller via ferror/fclose. */
 static void write_manifest_body(FILE *f, const pmt_config *cfg, const pmt_prepare_stats *st) {
     const pmt_drop_counts *d = &st->dropped;
     fprintf(f, "{\n  \"format\": \"projmt-prepare\", \"version\": 1,\n");

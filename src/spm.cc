@@ -124,6 +124,7 @@ std::string vocab_text(const sentencepiece::SentencePieceProcessor &sp) {
     return out.str();
 }
 
+/* Online cores: SentencePiece's own default (16) oversubscribes small machines. */
 int default_thread_count() {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
