@@ -287,7 +287,7 @@ static double eta_seconds(const trainer *t) {
         eta = fmin(eta, (double)left * per_step);
     }
     if (c->minutes > 0) eta = fmin(eta, c->minutes * 60.0 - elapsed(t));
-    return eta;
+    return eta > 0 ? eta : 0;
 }
 
 static void format_progress(const trainer *t, char *line, size_t len) {
