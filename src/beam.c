@@ -149,16 +149,16 @@ static void top_insert(candidate *top, int *n, int k, candidate c) {
     top[i] = c;
 }
 
-/* The k most probable tokens of row r (ties: lower id), into top. PAD and
- * BOS are never outputs (training never targets them) and tokens of
- * probability 0 are impossible continuations: neither is proposed. */
+/* The k most probable tokens of row r (ties: lower id), into top, by logit.
+ * PAD and BOS are never outputs (training never targets them): they are
+ * not proposed. */
 static int row_top_tokens(const pmt_decoder *d, int r, int k, candidate *top) {
-    const float *pr = d->probs + (size_t)r * d->m->V;
+    const float *lg = d->logits + (size_t)r * d->m->V;
     int n = 0;
-    float worst = 0.0f;    /* probability of top[k-1] once the list is full */
+    float worst = -INFINITY;    /* logit of top[k-1] once the list is full */
     for (int v = 0; v < d->m->V; v++) {
-        if (v == PMT_PAD_ID || v == PMT_BOS_ID || pr[v] <= 0.0f || (n == k && pr[v] <= worst)) continue;
-        candidate c = {pr[v], r, v};
+        if (v == PMT_PAD_ID || v == PMT_BOS_ID || (n == k && lg[v] <= worst)) continue;
+        candidate c = {lg[v], r, v};
         top_insert(top, &n, k, c);
         if (n == k) worst = (float)top[k - 1].score;
     }

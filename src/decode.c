@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "ops_internal.h"
 
 static float *alloc_floats(size_t n) {
     size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
@@ -45,13 +46,12 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
     int ok = 1;
     d->src_len = calloc((size_t)max_sent, sizeof *d->src_len);
     d->self_klen = calloc(R, sizeof *d->self_klen);
-    d->eos_targets = calloc(R, sizeof *d->eos_targets);
     d->layers = calloc((size_t)n_layers, sizeof *d->layers);
     d->log_sigma_fixed = alloc_floats((size_t)m->NH);
     /* Caches are sized for the worst case, but a batch only touches
      * rows*cap*C of them, so the untouched pages are never made resident. */
     d->enc_out = alloc_floats((size_t)max_sent * L * C);
-    ok = d->src_len && d->self_klen && d->eos_targets && d->layers && d->log_sigma_fixed && d->enc_out;
+    ok = d->src_len && d->self_klen && d->layers && d->log_sigma_fixed && d->enc_out;
     for (int l = 0; ok && l < n_layers; l++) {
         pmt_decoder_layer *c = &d->layers[l];
         c->k = alloc_floats(R * L * C);
@@ -73,11 +73,11 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
     if (ok) {
         d->mean = alloc_floats(R);
         d->rstd = alloc_floats(R);
-        d->eos_nll = alloc_floats(R);
+        d->lse = alloc_floats(R);
         d->h = alloc_floats(R * (size_t)m->F);
         d->attn_probs = alloc_floats(R * (size_t)m->NH * L);
-        d->probs = alloc_floats(R * (size_t)m->V);
-        ok = d->mean && d->rstd && d->eos_nll && d->h && d->attn_probs && d->probs;
+        d->logits = alloc_floats(R * (size_t)m->V);
+        ok = d->mean && d->rstd && d->lse && d->h && d->attn_probs && d->logits;
     }
     if (!ok) {
         snprintf(err, errlen, "decoder: out of memory (%d sentences x beam %d, max_len %d)", max_sent, max_beam,
@@ -85,7 +85,6 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
         pmt_decoder_free(d);
         return -1;
     }
-    for (size_t r = 0; r < R; r++) d->eos_targets[r] = PMT_EOS_ID;
     /* Fixed σ as in model.c: σ² = √HS, i.e. log σ = log(HS) / 4. */
     for (int h = 0; h < m->NH; h++) d->log_sigma_fixed[h] = (float)(0.25 * log((double)m->HS));
     return 0;
@@ -100,10 +99,10 @@ void pmt_decoder_free(pmt_decoder *d) {
         }
     }
     free(d->layers);
-    free(d->src_len); free(d->self_klen); free(d->eos_targets);
+    free(d->src_len); free(d->self_klen); 
     free(d->log_sigma_fixed); free(d->enc_out);
     free(d->x); free(d->ln); free(d->q); free(d->k_new); free(d->v_new); free(d->att); free(d->sub);
-    free(d->mean); free(d->rstd); free(d->eos_nll); free(d->h); free(d->attn_probs); free(d->probs);
+    free(d->mean); free(d->rstd); free(d->lse); free(d->h); free(d->attn_probs); free(d->logits);
     memset(d, 0, sizeof *d);
 }
 
@@ -198,6 +197,26 @@ static void ffn_block(pmt_decoder *d, const pmt_ffn_params *p) {
     residual_forward(d->x, d->x, d->sub, (size_t)R * m->C);
 }
 
+/* log Σ_v exp(l[v]) over one row, max-subtracted. */
+static float row_log_normalizer(const float *l, int V) {
+    float mx = l[0];
+#pragma omp simd reduction(max : mx)
+    for (int v = 1; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int v = 0; v < V; v++) sum += ops_exp(l[v] - mx);
+    return mx + logf(sum);
+}
+
+/* lse[r] = log Σ_v exp(logits[r, v]), so log p(v) = logit − lse exactly,
+ * with no underflow. Search needs only the top tokens and this normaliser,
+ * never the full softmax: one exp pass (ops_exp, shared with the ops
+ * kernels) instead of a softmax's three. */
+static void log_normalizers(float *lse, const float *logits, int R, int V) {
+#pragma omp parallel for schedule(static) if ((long)R * V > OPS_PAR_MIN)
+    for (int r = 0; r < R; r++) lse[r] = row_log_normalizer(logits + (size_t)r * V, V);
+}
+
 const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens) {
     pmt_model *m = d->m;
     const int R = d->rows, C = m->C;
@@ -215,18 +234,14 @@ const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens) {
         ffn_block(d, &lp->ffn);
     }
     layernorm_forward(d->ln, d->mean, d->rstd, d->x, m->dec_ln_w, m->dec_ln_b, R, C);
-    linear_forward(d->probs, d->ln, m->wte, NULL, R, C, m->V);
-    /* Softmax in place; with target EOS and no smoothing the "loss" is the
-     * exact -log p(EOS) (lse − logit, in double), which forced EOS needs. */
-    crossentropy_forward(d->eos_nll, d->probs, d->probs, d->eos_targets, R, m->V, 0.0f, -1, NULL);
+    linear_forward(d->logits, d->ln, m->wte, NULL, R, C, m->V);
+    log_normalizers(d->lse, d->logits, R, m->V);
     d->t++;
-    return d->probs;
+    return d->logits;
 }
 
 double pmt_decoder_logprob(const pmt_decoder *d, int r, int id) {
-    if (id == PMT_EOS_ID) return -(double)d->eos_nll[r];
-    float p = d->probs[(size_t)r * d->m->V + id];
-    return p > 0.0f ? log((double)p) : -INFINITY;
+    return (double)d->logits[(size_t)r * d->m->V + id] - (double)d->lse[r];
 }
 
 /* Moves sentence rows of a [n_sent, S, C] buffer down to their kept slots

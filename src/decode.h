@@ -73,9 +73,8 @@ typedef struct pmt_decoder {
     /* per-step scratch, [max_rows, ...] */
     float *x, *ln, *mean, *rstd, *q, *k_new, *v_new, *att, *sub, *h;
     float *attn_probs;           /* [max_rows, NH, max_len] */
-    float *probs;                /* [max_rows, V] output distribution of the last step */
-    float *eos_nll;              /* [max_rows] -log p(EOS), exact (from the logits) */
-    int32_t *eos_targets;        /* [max_rows] all PMT_EOS_ID */
+    float *logits;               /* [max_rows, V] output logits of the last step */
+    float *lse;                  /* [max_rows] their log-normaliser: log p = logit − lse */
 } pmt_decoder;
 
 /* Allocates for up to max_sent sentences × max_beam rows with sources and
@@ -91,12 +90,11 @@ int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len
                       int beam, int cap, char *err, size_t errlen);
 
 /* Feeds one token per row at position d->t (BOS first) and returns the
- * next-token distribution [rows, V] (d->probs); d->eos_nll holds -log p(EOS)
- * per row. Caller guarantees d->t < d->cap. */
+ * next-token logits [rows, V] (d->logits; d->lse their log-normalisers).
+ * Caller guarantees d->t < d->cap. */
 const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens);
 
-/* Log-probability of token `id` in row r of the last step: exact for EOS,
- * log of the fp32 probability otherwise (-INFINITY when it underflowed). */
+/* Log-probability of token `id` in row r of the last step. */
 double pmt_decoder_logprob(const pmt_decoder *d, int r, int id);
 
 /* Rearranges the batch after a search step: the kept sentences keep[0..n_keep)
