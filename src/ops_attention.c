@@ -3,11 +3,14 @@
  * projection attention (softmax over negative Gaussian distances, values =
  * keys), forward and backward, sharing one masked softmax.
  *
- * Why hand loops instead of sgemm: per (batch, head) the matrices are tiny
- * (T, S ~ 5–30, HS ~ 64), where a BLAS call costs more in dispatch than in
- * arithmetic. Each (b, h) is one OpenMP task; inside it every inner loop runs
- * over HS contiguous floats of a head's column slice, so it vectorises, and
- * the whole k/v slice of a sentence (S·HS floats) stays in L1.
+ * Why a hand-written GEMM instead of sgemm: per (batch, head) the matrices
+ * are tiny (T, S ~ 5–30, HS ~ 64), where a BLAS call spends more on dispatch
+ * and packing than on arithmetic. Each (b, h) is one OpenMP task that works
+ * on L1-resident slices with small_gemm (C += α·A·B, register-blocked 4 rows
+ * × 16 columns, one AVX-512 vector); operands that are needed transposed
+ * (Kᵀ, Vᵀ, dlogitsᵀ, Pᵀ) are first copied into small stack scratch. Per-row
+ * dot-product loops were several times slower: their horizontal reductions
+ * and store-to-load chains on the output row dominated.
  *
  * Masks: key j of sentence b is visible to query t iff j < klen[b] and
  * (!causal || j <= t). The visible keys therefore always form a PREFIX
@@ -20,12 +23,14 @@
  * Aliasing: self-attention passes the same pointer for q, k (and v) and for
  * their gradients. Every (b, h) touches only its own column slice of
  * sentence b's rows, so tasks never overlap; within a task gradients are
- * only ever accumulated (never read back), one gradient per loop.
+ * only ever accumulated (read-modify-write of the gradient itself, never
+ * used as an operand), one gradient update after another.
  */
 #include "ops.h"
 #include "ops_internal.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Keys visible to query t (the length of the visible prefix). */
 static inline int visible_keys(int32_t klen, int causal, int t, int S) {
@@ -68,14 +73,97 @@ static void masked_softmax_backward_row(float *dp, const float *p, int nvis) {
     for (int j = 0; j < nvis; j++) dp[j] = p[j] * (dp[j] - sf);
 }
 
-/* y[0..n) += a · x[0..n). y never aliases x (gradient vs. saved input). */
-static inline void axpy(float *y, float a, const float *x, int n) {
-#pragma omp simd
-    for (int i = 0; i < n; i++) y[i] += a * x[i];
-}
-
 /* Pointer to row r's head-h slice of a [rows, C] token matrix. */
 #define HEAD(ptr, r, C, h, HS) ((ptr) + (size_t)(r) * (C) + (size_t)(h) * (HS))
+
+/* Output columns per register block: one 512-bit vector of floats. */
+#define GW 16
+
+/* C[M, N] += alpha · A[M, K] · B[K, N], all row-major with leading dimensions.
+ * Four rows of C are accumulated at once in four independent vector
+ * accumulators (hiding FMA latency and sharing each load of B); a column
+ * tail narrower than GW runs a plain loop. A and B never alias C. */
+static void small_gemm(int M, int N, int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float *C, int ldc) {
+    int n0 = 0;
+    for (; n0 + GW <= N; n0 += GW) {
+        int i = 0;
+        for (; i + 4 <= M; i += 4) {
+            float c0[GW] = {0}, c1[GW] = {0}, c2[GW] = {0}, c3[GW] = {0};
+            const float *a = A + (size_t)i * lda;
+            for (int k = 0; k < K; k++) {
+                const float *b = B + (size_t)k * ldb + n0;
+                const float x0 = a[k], x1 = a[lda + k], x2 = a[2 * lda + k], x3 = a[3 * lda + k];
+#pragma omp simd
+                for (int j = 0; j < GW; j++) {
+                    c0[j] += x0 * b[j];
+                    c1[j] += x1 * b[j];
+                    c2[j] += x2 * b[j];
+                    c3[j] += x3 * b[j];
+                }
+            }
+            float *c = C + (size_t)i * ldc + n0;
+#pragma omp simd
+            for (int j = 0; j < GW; j++) {
+                c[j] += alpha * c0[j];
+                c[ldc + j] += alpha * c1[j];
+                c[2 * ldc + j] += alpha * c2[j];
+                c[3 * ldc + j] += alpha * c3[j];
+            }
+        }
+        for (; i < M; i++) {
+            float c0[GW] = {0};
+            for (int k = 0; k < K; k++) {
+                const float *b = B + (size_t)k * ldb + n0;
+                const float x0 = A[(size_t)i * lda + k];
+#pragma omp simd
+                for (int j = 0; j < GW; j++) c0[j] += x0 * b[j];
+            }
+            float *c = C + (size_t)i * ldc + n0;
+#pragma omp simd
+            for (int j = 0; j < GW; j++) c[j] += alpha * c0[j];
+        }
+    }
+    if (n0 == N) return;
+    const int nw = N - n0;
+    for (int i = 0; i < M; i++) {
+        float c0[GW] = {0};
+        for (int k = 0; k < K; k++) {
+            const float *b = B + (size_t)k * ldb + n0;
+            const float x0 = A[(size_t)i * lda + k];
+            for (int j = 0; j < nw; j++) c0[j] += x0 * b[j];
+        }
+        float *c = C + (size_t)i * ldc + n0;
+        for (int j = 0; j < nw; j++) c[j] += alpha * c0[j];
+    }
+}
+
+/* dst [cols, rows] = srcᵀ for src [rows, cols] with leading dimension ld. */
+static void transpose(float *dst, const float *src, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) dst[(size_t)c * rows + r] = src[(size_t)r * ld + c];
+}
+
+/* Zeroes the head-h slices of n rows starting at row r0. */
+static void zero_head_rows(float *x, size_t r0, int n, int C, int h, int HS) {
+    for (int r = 0; r < n; r++) memset(HEAD(x, r0 + r, C, h, HS), 0, sizeof(float) * HS);
+}
+
+/* Softmax (forward) of every row of one (b, h) logits block p [T, S]. */
+static void softmax_rows(float *p, int32_t klen, int causal, int T, int S) {
+    for (int t = 0; t < T; t++) masked_softmax_row(p + (size_t)t * S, visible_keys(klen, causal, t, S), S);
+}
+
+/* In place over g [T, S] = dL/dweights of one (b, h): softmax backward on the
+ * visible prefix of every row, exact zeros on the masked tail (the GEMM that
+ * produced g does not know the mask). */
+static void softmax_backward_rows(float *g, const float *p, int32_t klen, int causal, int T, int S) {
+    for (int t = 0; t < T; t++) {
+        const int nvis = visible_keys(klen, causal, t, S);
+        masked_softmax_backward_row(g + (size_t)t * S, p + (size_t)t * S, nvis);
+        for (int j = nvis; j < S; j++) g[(size_t)t * S + j] = 0.0f;
+    }
+}
 
 /* ---- standard attention ---- */
 
@@ -87,25 +175,24 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            for (int t = 0; t < T; t++) {
-                const int nvis = visible_keys(klen[b], causal, t, S);
-                const float *qt = HEAD(q, (size_t)b * T + t, C, h, HS);
-                float *p = probs + (((size_t)b * NH + h) * T + t) * S;
-                for (int j = 0; j < nvis; j++)
-                    p[j] = scale * ops_dot(qt, HEAD(k, (size_t)b * S + j, C, h, HS), HS);
-                masked_softmax_row(p, nvis, S);
-                float *ot = HEAD(out, (size_t)b * T + t, C, h, HS);
-                for (int d = 0; d < HS; d++) ot[d] = 0.0f;
-                for (int j = 0; j < nvis; j++)
-                    axpy(ot, p[j], HEAD(v, (size_t)b * S + j, C, h, HS), HS);
-            }
+            float kT[HS * S + 1];
+            float *p = probs + ((size_t)b * NH + h) * T * S;
+            const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
+            const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
+            float *oh = HEAD(out, (size_t)b * T, C, h, HS);
+            transpose(kT, kh, S, HS, C);
+            memset(p, 0, sizeof(float) * T * S);
+            small_gemm(T, S, HS, scale, qh, C, kT, S, p, S);
+            softmax_rows(p, klen[b], causal, T, S);
+            zero_head_rows(out, (size_t)b * T, T, C, h, HS);
+            small_gemm(T, HS, S, 1.0f, p, S, HEAD(v, (size_t)b * S, C, h, HS), C, oh, C);
         }
     }
 }
 
 /* dq [B*T, C], dk, dv [B*S, C] += ... (may all be one buffer when q = k = v).
- * Per query row t: dP = dout_t·v_jᵀ, dlogits = softmax backward,
- * dq_t += scale Σ_j g_j k_j, dk_j += scale g_j q_t, dv_j += p_j dout_t. */
+ * Per (b, h): dP = dout vᵀ, g = softmax backward, dq += scale g k,
+ * dk += scale gᵀ q, dv += Pᵀ dout. */
 void attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         const float *probs, const float *q, const float *k,
                         const float *v, const int32_t *klen, int causal,
@@ -114,23 +201,20 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float g[S > 0 ? S : 1];
-            for (int t = 0; t < T; t++) {
-                const int nvis = visible_keys(klen[b], causal, t, S);
-                const float *p = probs + (((size_t)b * NH + h) * T + t) * S;
-                const float *dot_ = HEAD(dout, (size_t)b * T + t, C, h, HS);
-                const float *qt = HEAD(q, (size_t)b * T + t, C, h, HS);
-                for (int j = 0; j < nvis; j++)
-                    g[j] = ops_dot(dot_, HEAD(v, (size_t)b * S + j, C, h, HS), HS);
-                masked_softmax_backward_row(g, p, nvis);
-                float *dqt = HEAD(dq, (size_t)b * T + t, C, h, HS);
-                for (int j = 0; j < nvis; j++)
-                    axpy(dqt, scale * g[j], HEAD(k, (size_t)b * S + j, C, h, HS), HS);
-                for (int j = 0; j < nvis; j++)
-                    axpy(HEAD(dk, (size_t)b * S + j, C, h, HS), scale * g[j], qt, HS);
-                for (int j = 0; j < nvis; j++)
-                    axpy(HEAD(dv, (size_t)b * S + j, C, h, HS), p[j], dot_, HS);
-            }
+            float vT[HS * S + 1], g[T * S + 1], tr[S * T + 1];
+            const float *p = probs + ((size_t)b * NH + h) * T * S;
+            const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
+            const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
+            const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
+            transpose(vT, HEAD(v, (size_t)b * S, C, h, HS), S, HS, C);
+            memset(g, 0, sizeof(float) * T * S);
+            small_gemm(T, S, HS, 1.0f, doh, C, vT, S, g, S);
+            softmax_backward_rows(g, p, klen[b], causal, T, S);
+            small_gemm(T, HS, S, scale, g, S, kh, C, HEAD(dq, (size_t)b * T, C, h, HS), C);
+            transpose(tr, g, T, S, S);
+            small_gemm(S, HS, T, scale, tr, T, qh, C, HEAD(dk, (size_t)b * S, C, h, HS), C);
+            transpose(tr, p, T, S, S);
+            small_gemm(S, HS, T, 1.0f, tr, T, doh, C, HEAD(dv, (size_t)b * S, C, h, HS), C);
         }
     }
 }
@@ -142,12 +226,23 @@ static inline float inv_two_sigma2(const float *log_sigma, int h) {
     return (float)(0.5 * exp(-2.0 * (double)log_sigma[h]));
 }
 
-/* Squared norms of the head-h slices of sentence b's S key rows, into kn [S]. */
-static void key_norms(float *kn, const float *k, int b, int h, int S, int C, int HS) {
-    for (int j = 0; j < S; j++) {
-        const float *kj = HEAD(k, (size_t)b * S + j, C, h, HS);
-        kn[j] = ops_dot(kj, kj, HS);
+/* Squared norms of the head-h slices of n rows of x starting at row r0. */
+static void head_norms(float *nrm, const float *x, size_t r0, int n, int C, int h, int HS) {
+    for (int r = 0; r < n; r++) {
+        const float *xr = HEAD(x, r0 + r, C, h, HS);
+        nrm[r] = ops_dot(xr, xr, HS);
     }
+}
+
+/* Fills d [T, S] with the squared distances |q_t|² + |k_j|² − 2 q_t·k_j of
+ * one (b, h), using kT [HS, S] (kᵀ) for the cross term. */
+static void sq_distances(float *d, const float *qh, const float *kT, const float *qn,
+                         const float *kn, int T, int S, int C, int HS) {
+    memset(d, 0, sizeof(float) * T * S);
+    small_gemm(T, S, HS, -2.0f, qh, C, kT, S, d, S);
+    for (int t = 0; t < T; t++)
+#pragma omp simd
+        for (int j = 0; j < S; j++) d[(size_t)t * S + j] += qn[t] + kn[j];
 }
 
 /* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k [B*S, C] (may be q),
@@ -159,74 +254,88 @@ void projattn_forward(float *out, float *probs, const float *q, const float *k,
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
+            float kT[HS * S + 1], qn[T + 1], kn[S + 1];
             const float c = inv_two_sigma2(log_sigma, h);
-            float kn[S > 0 ? S : 1];
-            key_norms(kn, k, b, h, S, C, HS);
-            for (int t = 0; t < T; t++) {
-                const int nvis = visible_keys(klen[b], causal, t, S);
-                const float *qt = HEAD(q, (size_t)b * T + t, C, h, HS);
-                const float qn = ops_dot(qt, qt, HS);
-                float *p = probs + (((size_t)b * NH + h) * T + t) * S;
-                for (int j = 0; j < nvis; j++) {
-                    const float cross = ops_dot(qt, HEAD(k, (size_t)b * S + j, C, h, HS), HS);
-                    p[j] = -c * (qn + kn[j] - 2.0f * cross);
-                }
-                masked_softmax_row(p, nvis, S);
-                float *ot = HEAD(out, (size_t)b * T + t, C, h, HS);
-                for (int d = 0; d < HS; d++) ot[d] = 0.0f;
-                for (int j = 0; j < nvis; j++)
-                    axpy(ot, p[j], HEAD(k, (size_t)b * S + j, C, h, HS), HS);
-            }
+            float *p = probs + ((size_t)b * NH + h) * T * S;
+            const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
+            const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
+            transpose(kT, kh, S, HS, C);
+            head_norms(qn, q, (size_t)b * T, T, C, h, HS);
+            head_norms(kn, k, (size_t)b * S, S, C, h, HS);
+            sq_distances(p, qh, kT, qn, kn, T, S, C, HS);
+#pragma omp simd
+            for (int i = 0; i < T * S; i++) p[i] *= -c;
+            softmax_rows(p, klen[b], causal, T, S);
+            zero_head_rows(out, (size_t)b * T, T, C, h, HS);
+            small_gemm(T, HS, S, 1.0f, p, S, kh, C, HEAD(out, (size_t)b * T, C, h, HS), C);
         }
     }
 }
 
 /* One (b, h) task of projattn_backward; returns its contribution to
- * dlog_sigma[h] (0 when !want_sigma). With g = dlogits of row t:
- *   dq_t += c (2 Σ_j g_j k_j − 2 (Σ_j g_j) q_t)
- *   dk_j += c (2 g_j q_t − 2 g_j k_j) + p_j dout_t      (distance + value path)
- *   dlog_sigma += Σ_j g_j · (−2 logit_j) = Σ_j g_j · 2c·dist_j
- * q-gradient and k-gradient updates are separate loops, so dq == dk works. */
+ * dlog_sigma[h] (0 when !want_sigma). With g = dlogits [T, S]:
+ *   dq_t += 2c Σ_j g_tj k_j − 2c (Σ_j g_tj) q_t
+ *   dk_j += 2c Σ_t g_tj q_t − 2c (Σ_t g_tj) k_j + Σ_t p_tj dout_t   (value path)
+ *   dlog_sigma += Σ_tj g_tj · (−2 logit_tj) = Σ_tj g_tj · 2c·dist_tj
+ * (masked entries have g = 0, so they drop out of the sum).
+ * The updates of dq and dk run one after the other, so dq == dk works. */
 static double projattn_backward_head(float *dq, float *dk, const float *dout,
                                      const float *probs, const float *q, const float *k,
                                      float c, int32_t klen, int causal, int want_sigma,
                                      int b, int h, int T, int S, int C, int NH) {
     const int HS = C / NH;
-    float g[S > 0 ? S : 1], dist[S > 0 ? S : 1], kn[S > 0 ? S : 1], acc[HS];
-    if (want_sigma) key_norms(kn, k, b, h, S, C, HS);
+    float kT[HS * S + 1], g[T * S + 1], tr[S * T + 1], rsum[T + 1], csum[S + 1];
+    const float *p = probs + ((size_t)b * NH + h) * T * S;
+    const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
+    const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
+    const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
+    transpose(kT, kh, S, HS, C);
+    memset(g, 0, sizeof(float) * T * S);
+    small_gemm(T, S, HS, 1.0f, doh, C, kT, S, g, S);
+    softmax_backward_rows(g, p, klen, causal, T, S);
+
     double dsig = 0.0;
-    for (int t = 0; t < T; t++) {
-        const int nvis = visible_keys(klen, causal, t, S);
-        if (nvis == 0) continue;
-        const float *p = probs + (((size_t)b * NH + h) * T + t) * S;
-        const float *dot_ = HEAD(dout, (size_t)b * T + t, C, h, HS);
-        const float *qt = HEAD(q, (size_t)b * T + t, C, h, HS);
-        const float qn = want_sigma ? ops_dot(qt, qt, HS) : 0.0f;
-        for (int j = 0; j < nvis; j++) {
-            const float *kj = HEAD(k, (size_t)b * S + j, C, h, HS);
-            g[j] = ops_dot(dot_, kj, HS);
-            if (want_sigma) dist[j] = qn + kn[j] - 2.0f * ops_dot(qt, kj, HS);
-        }
-        masked_softmax_backward_row(g, p, nvis);
-        double gsum = 0.0;
-        for (int j = 0; j < nvis; j++) {
-            gsum += g[j];
-            if (want_sigma) dsig += (double)g[j] * (2.0 * c) * dist[j];
-        }
-        for (int d = 0; d < HS; d++) acc[d] = 0.0f;
-        for (int j = 0; j < nvis; j++) axpy(acc, g[j], HEAD(k, (size_t)b * S + j, C, h, HS), HS);
-        float *dqt = HEAD(dq, (size_t)b * T + t, C, h, HS);
-        const float qcoef = -2.0f * c * (float)gsum;
-#pragma omp simd
-        for (int d = 0; d < HS; d++) dqt[d] += 2.0f * c * acc[d] + qcoef * qt[d];
-        for (int j = 0; j < nvis; j++) {
-            const float *kj = HEAD(k, (size_t)b * S + j, C, h, HS);
-            float *dkj = HEAD(dk, (size_t)b * S + j, C, h, HS);
-            const float a = 2.0f * c * g[j], pj = p[j];
-#pragma omp simd
-            for (int d = 0; d < HS; d++) dkj[d] += a * (qt[d] - kj[d]) + pj * dot_[d];
-        }
+    if (want_sigma) {
+        float qn[T + 1], kn[S + 1];
+        head_norms(qn, q, (size_t)b * T, T, C, h, HS);
+        head_norms(kn, k, (size_t)b * S, S, C, h, HS);
+        sq_distances(tr, qh, kT, qn, kn, T, S, C, HS); /* tr as [T, S] scratch */
+        for (int i = 0; i < T * S; i++) dsig += (double)g[i] * tr[i];
+        dsig *= 2.0 * c;
     }
+    for (int t = 0; t < T; t++) {
+        double s = 0.0;
+        for (int j = 0; j < S; j++) s += g[(size_t)t * S + j];
+        rsum[t] = (float)s;
+    }
+    for (int j = 0; j < S; j++) {
+        double s = 0.0;
+        for (int t = 0; t < T; t++) s += g[(size_t)t * S + j];
+        csum[j] = (float)s;
+    }
+
+    float *dqh = HEAD(dq, (size_t)b * T, C, h, HS);
+    small_gemm(T, HS, S, 2.0f * c, g, S, kh, C, dqh, C);
+    for (int t = 0; t < T; t++) {
+        float *dqt = dqh + (size_t)t * C;
+        const float *qt = qh + (size_t)t * C;
+        const float a = -2.0f * c * rsum[t];
+#pragma omp simd
+        for (int d = 0; d < HS; d++) dqt[d] += a * qt[d];
+    }
+
+    float *dkh = HEAD(dk, (size_t)b * S, C, h, HS);
+    transpose(tr, g, T, S, S);
+    small_gemm(S, HS, T, 2.0f * c, tr, T, qh, C, dkh, C);
+    for (int j = 0; j < S; j++) {
+        float *dkj = dkh + (size_t)j * C;
+        const float *kj = kh + (size_t)j * C;
+        const float a = -2.0f * c * csum[j];
+#pragma omp simd
+        for (int d = 0; d < HS; d++) dkj[d] += a * kj[d];
+    }
+    transpose(tr, p, T, S, S);
+    small_gemm(S, HS, T, 1.0f, tr, T, doh, C, dkh, C);
     return dsig;
 }
 

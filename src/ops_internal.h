@@ -30,12 +30,21 @@
  * exp(r) by a degree-7 minimax polynomial, times 2^n built in the exponent
  * bits. Max error about 1 ulp on [-87.33, 88.3]; below that the result is
  * exactly 0 (so exp(-INFINITY) = 0), above it +INFINITY, and NaN stays NaN.
- * The clamps come first so the float->int conversion is always in range. */
+ * The clamps come first so n stays in [-126, 127], a normal exponent. */
 static inline float ops_exp(float x) {
     const float lo = -87.33654f, hi = 88.3f;
     float xc = x > lo ? x : lo;
     xc = xc < hi ? xc : hi;
-    float fn = floorf(xc * 1.44269504088896341f + 0.5f);
+    /* n = round(x·log2 e) by the 1.5·2^23 shifter: the addition rounds to
+     * an integer held in the low mantissa bits. floorf/nearbyintf would be
+     * libm calls here (GCC inlines them only with -fno-trapping-math), which
+     * stops vectorisation. */
+    const float shifter = 12582912.0f;
+    const float t = xc * 1.44269504088896341f + shifter;
+    const float fn = t - shifter;
+    int32_t tbits, sbits;
+    memcpy(&tbits, &t, sizeof tbits);
+    memcpy(&sbits, &shifter, sizeof sbits);
     float r = xc - fn * 0.693359375f;
     r = r + fn * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -45,7 +54,7 @@ static inline float ops_exp(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * (r * r) + r + 1.0f;
-    int32_t bits = ((int32_t)fn + 127) << 23;
+    int32_t bits = (tbits - sbits + 127) << 23;
     float two_n;
     memcpy(&two_n, &bits, sizeof two_n);
     float y = p * two_n;

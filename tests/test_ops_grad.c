@@ -14,7 +14,8 @@
  * truncation error h²/6·|f'''| is ~2e-5 for these O(1) inputs. Both sit well
  * below the tolerance |ana − num| ≤ 1e-3 + 1e-2·max(|ana|, |num|), while a
  * wrong term of a gradient (a factor 2, a missing path) is O(0.1) or more.
- * Sizes are tiny (B=2, T=3, S=4/5, C=8, NH=2) so every element is checked.
+ * Sizes are tiny (B=2, T=3, S=3/5, C=8, NH=2, plus a few HS=20 attention
+ * cases) so every element is checked.
  */
 #include "ops.h"
 #include "ops_testutil.h"
@@ -291,9 +292,9 @@ static void check_attn_values(const char *name, const attn_ctx *c) {
 
 /* One attention configuration. self: T == S and q = k (= v) share one buffer,
  * as do their gradients. learned: projection attention with dlog_sigma. */
-static void check_attention(const char *name, int proj, int self, int learned, int T, int S,
+static void check_attention(const char *name, int proj, int self, int learned, int T, int S, int C,
                             const int32_t *klen, int causal) {
-    enum { B = 2, C = 8, NH = 2 };
+    enum { B = 2, NH = 2 };
     const size_t nq = (size_t)B * T * C, nk = (size_t)B * S * C;
     float *q = tu_alloc(nq), *k = tu_alloc(nk), *v = tu_alloc(nk);
     float *dq = tu_alloc(nq), *dk = tu_alloc(nk), *dv = tu_alloc(nk);
@@ -305,7 +306,8 @@ static void check_attention(const char *name, int proj, int self, int learned, i
     tu_fill(r, nq, -1, 1);
     float *kk = self ? q : k, *vv = self ? q : v;
     float *dkk = self ? dq : dk, *dvv = self ? dq : dv;
-    attn_ctx c = {proj, B, T, S, C, NH, causal, klen, 0.5f /* 1/√HS */, q, kk, vv, log_sigma, out, probs, r};
+    attn_ctx c = {proj, B, T, S, C, NH, causal, klen, 1.0f / sqrtf((float)(C / NH)), q, kk, vv, log_sigma,
+                  out, probs, r};
     attn_loss(&c);
     check_attn_values(name, &c);
 
@@ -360,8 +362,16 @@ static void test_attention_grads(void) {
                     snprintf(name, sizeof name, "%s %s%s: %s", proj ? "projattn" : "attention",
                              self ? "self" : "cross", proj ? (learned ? " learned-σ" : " fixed-σ") : "",
                              MASKS[m].tag);
-                    check_attention(name, proj, self, learned, T, S, klen, MASKS[m].causal);
+                    check_attention(name, proj, self, learned, T, S, 8, klen, MASKS[m].causal);
                 }
+    /* Wider heads (HS = 20) and more rows (T, S >= 5) also exercise the full
+     * 4-row × 16-column register blocks of the attention GEMM, not only its
+     * tails. */
+    const int32_t kl[2] = {6, 3};
+    check_attention("attention cross HS=20: causal + padding", 0, 0, 0, 5, 6, 40, kl, 1);
+    check_attention("attention self HS=20: key padding", 0, 1, 0, 6, 6, 40, kl, 0);
+    check_attention("projattn cross HS=20 learned-σ: padding", 1, 0, 1, 5, 6, 40, kl, 0);
+    check_attention("projattn self HS=20 learned-σ: causal + padding", 1, 1, 1, 6, 6, 40, kl, 1);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */

@@ -1,0 +1,139 @@
+/*
+ * bench_ops.c — micro-benchmark of the non-GEMM ops at training shapes (not a
+ * ctest test: no test_ prefix). Reports the median of repeated runs, next to
+ * an sgemm of one d_model × d_model linear layer for scale.
+ *
+ * Build by hand after the library (from the worktree root):
+ *   PKG_CONFIG_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig \
+ *   gcc -O3 -march=native -fopenmp -D_POSIX_C_SOURCE=200809L -Isrc -Itests tests/bench_ops.c \
+ *       build/libprojmt_core.a $(pkg-config --libs openblas) -lm -o build/bench_ops
+ *   OPENBLAS_CORETYPE=Haswell [PROJMT_BENCH_CPU=1 OMP_NUM_THREADS=1] ./build/bench_ops
+ */
+#include "ops.h"
+#include "ops_testutil.h"
+
+#include <omp.h>
+#include <time.h>
+
+#define REPS 41
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef void (*bench_fn)(void *ctx);
+
+/* Milliseconds per call after 3 warm-ups: the median of REPS runs of wall
+ * time, or with PROJMT_BENCH_CPU=1 of process CPU time — on a shared,
+ * loaded machine the wall time of a 2-thread run is dominated by waiting
+ * for a descheduled thread, while single-thread CPU time stays honest. */
+static double now_ms(void) {
+    static int cpu = -1;
+    if (cpu < 0) cpu = getenv("PROJMT_BENCH_CPU") && atoi(getenv("PROJMT_BENCH_CPU"));
+    if (!cpu) return omp_get_wtime() * 1e3;
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static double time_ms(bench_fn f, void *ctx) {
+    double t[REPS];
+    for (int i = 0; i < 3; i++) f(ctx);
+    for (int i = 0; i < REPS; i++) {
+        const double t0 = now_ms();
+        f(ctx);
+        t[i] = now_ms() - t0;
+    }
+    qsort(t, REPS, sizeof t[0], cmp_double);
+    return t[REPS / 2];
+}
+
+typedef struct {
+    int B, T, S, C, NH, causal;
+    int32_t *klen;
+    float *q, *k, *v, *out, *probs, *dout, *dq, *dk, *dv, *log_sigma, *dls;
+    /* cross-entropy / layernorm / linear */
+    int N, V;
+    int32_t *targets;
+    float *logits, *loss, *w, *mean, *rstd;
+} bctx;
+
+static void b_attn_fwd(void *p) {
+    bctx *c = p;
+    attention_forward(c->out, c->probs, c->q, c->k, c->v, c->klen, c->causal, c->B, c->T, c->S, c->C, c->NH, 0.125f);
+}
+static void b_attn_bwd(void *p) {
+    bctx *c = p;
+    attention_backward(c->dq, c->dk, c->dv, c->dout, c->probs, c->q, c->k, c->v, c->klen, c->causal,
+                       c->B, c->T, c->S, c->C, c->NH, 0.125f);
+}
+static void b_proj_fwd(void *p) {
+    bctx *c = p;
+    projattn_forward(c->out, c->probs, c->q, c->q, c->log_sigma, c->klen, c->causal, c->B, c->T, c->S, c->C, c->NH);
+}
+static void b_proj_bwd(void *p) {
+    bctx *c = p;
+    projattn_backward(c->dq, c->dq, c->dls, c->dout, c->probs, c->q, c->q, c->log_sigma, c->klen, c->causal,
+                      c->B, c->T, c->S, c->C, c->NH);
+}
+static void b_ce_fwd(void *p) {
+    bctx *c = p;
+    int correct;
+    crossentropy_forward(c->loss, c->logits, c->logits, c->targets, c->N, c->V, 0.1f, 0, &correct);
+}
+static void b_ce_bwd(void *p) {
+    bctx *c = p;
+    crossentropy_backward(c->logits, c->logits, c->targets, c->N, c->V, 0.1f, 0, 1e-3f);
+}
+static void b_ln_fwd(void *p) {
+    bctx *c = p;
+    layernorm_forward(c->out, c->mean, c->rstd, c->q, c->w, c->w, c->N, c->C);
+}
+static void b_ln_bwd(void *p) {
+    bctx *c = p;
+    layernorm_backward(c->dq, c->dls, c->dls + c->C, c->dout, c->q, c->w, c->mean, c->rstd, c->N, c->C);
+}
+static void b_linear_fwd(void *p) {
+    bctx *c = p;
+    linear_forward(c->out, c->q, c->k, c->w, c->N, c->C, c->C);
+}
+
+int main(void) {
+    const int B = 128, T = 16, C = 256, NH = 4, V = 8000, N = B * T;
+    bctx c = {0};
+    c.B = B; c.T = T; c.S = T; c.C = C; c.NH = NH; c.N = N; c.V = V;
+    c.klen = malloc(sizeof(int32_t) * B);
+    c.targets = malloc(sizeof(int32_t) * N);
+    for (int b = 0; b < B; b++) c.klen[b] = T;
+    for (int n = 0; n < N; n++) c.targets[n] = 1 + (n * 37) % (V - 1);
+    const size_t nt = (size_t)N * C;
+    c.q = tu_alloc(nt); c.k = tu_alloc(nt); c.v = tu_alloc(nt); c.out = tu_alloc(nt);
+    c.dout = tu_alloc(nt); c.dq = tu_alloc(nt); c.dk = tu_alloc(nt); c.dv = tu_alloc(nt);
+    c.probs = tu_alloc((size_t)B * NH * T * T);
+    c.log_sigma = tu_alloc(NH); c.dls = tu_alloc(2 * C);
+    c.logits = tu_alloc((size_t)N * V); c.loss = tu_alloc(N);
+    c.w = tu_alloc(C * C); c.mean = tu_alloc(N); c.rstd = tu_alloc(N);
+    tu_fill(c.q, nt, -1, 1); tu_fill(c.k, nt, -1, 1); tu_fill(c.v, nt, -1, 1);
+    tu_fill(c.dout, nt, -1, 1); tu_fill(c.w, C * C, -1, 1);
+    for (int h = 0; h < NH; h++) c.log_sigma[h] = 1.0f;
+
+    printf("threads %d; B=%d T=S=%d C=%d NH=%d (N=%d tokens), V=%d; median of %d runs\n",
+           omp_get_max_threads(), B, T, C, NH, N, V, REPS);
+    for (int causal = 0; causal <= 1; causal++) {
+        c.causal = causal;
+        const double af = time_ms(b_attn_fwd, &c), ab = time_ms(b_attn_bwd, &c);
+        const double pf = time_ms(b_proj_fwd, &c), pb = time_ms(b_proj_bwd, &c);
+        printf("%s\n  attention  fwd %.3f ms  bwd %.3f ms  total %.3f ms\n"
+               "  projattn   fwd %.3f ms  bwd %.3f ms  total %.3f ms (learned σ)\n",
+               causal ? "causal self-attention" : "unmasked attention", af, ab, af + ab, pf, pb, pf + pb);
+    }
+    const double lf = time_ms(b_ln_fwd, &c), lb = time_ms(b_ln_bwd, &c);
+    printf("layernorm [%d, %d]       fwd %.3f ms  bwd %.3f ms\n", N, C, lf, lb);
+    const double g = time_ms(b_linear_fwd, &c);
+    printf("linear %dx%d on %d rows (sgemm) %.3f ms = %.1f GFLOP/s\n", C, C, N, g, 2.0 * N * C * C / g / 1e6);
+    tu_fill(c.logits, (size_t)N * V, -3, 3);
+    const double cf = time_ms(b_ce_fwd, &c), cb = time_ms(b_ce_bwd, &c);
+    printf("crossentropy [%d, %d]  fwd %.3f ms  bwd %.3f ms\n", N, V, cf, cb);
+    return 0;
+}
