@@ -8,6 +8,13 @@
  * in the library (pmt_metrics_score_lines) so training-time validation and
  * later model-based modes print the same numbers.
  *
+ * Model modes score a checkpoint (library side: evaluate.h):
+ *   `projmt eval --model M --split valid|test [--data-dir D] [--json]`
+ *     teacher-forced loss, perplexity and token accuracy on a prepared split;
+ *   `projmt eval --model M --src S --ref R [--beam-size N] [--hyp-out F] [--json]`
+ *     translates S and scores the translations against R with BLEU and chrF.
+ * Their JSON objects carry the numbers compare.sh puts into report.md.
+ *
  * Exit status: 0 scored, 1 unreadable or mismatched input, 2 bad usage.
  */
 #include <stdio.h>
@@ -15,26 +22,45 @@
 
 #include "commands.h"
 #include "config.h"
+#include "evaluate.h"
 #include "metrics.h"
+#include "runtime.h"
 
-enum { OPT_HYP, OPT_REF, OPT_METRICS, OPT_JSON, N_EVAL_OPTIONS };
-static const char *const eval_options[N_EVAL_OPTIONS + 1] = {"hyp=", "ref=", "metrics=", "json", NULL};
+enum { OPT_HYP, OPT_REF, OPT_METRICS, OPT_JSON, OPT_MODEL, OPT_SPLIT, OPT_SRC, OPT_HYP_OUT, N_EVAL_OPTIONS };
+static const char *const eval_options[N_EVAL_OPTIONS + 1] = {"hyp=", "ref=",   "metrics=", "json",
+                                                             "model=", "split=", "src=",   "hyp-out=", NULL};
+
+typedef enum { MODE_SCORE, MODE_FORCED, MODE_TRANSLATE } eval_mode;
 
 typedef struct eval_request {
+    eval_mode mode;
     const char *hyp_path, *ref_path;
+    const char *model_path, *split, *src_path, *hyp_out;
     unsigned metrics;
     int json;
 } eval_request;
 
 static void print_usage(FILE *out) {
     fprintf(out,
-            "usage: projmt eval --hyp HYP --ref REF [--metrics bleu,chrf] [--json]\n\n"
+            "usage: projmt eval --hyp HYP --ref REF [--metrics bleu,chrf] [--json]\n"
+            "       projmt eval --model CKPT --split valid|test [--data-dir D] [--json]\n"
+            "       projmt eval --model CKPT --src SRC --ref REF [--beam-size N] [--hyp-out FILE] [--json]\n\n"
             "Scores a detokenized hypothesis file against raw references (one sentence per\n"
             "line, same number of lines) with sacreBLEU-compatible corpus BLEU (13a, exp\n"
-            "smoothing) and chrF2, printing sacreBLEU's text lines with signatures.\n\n"
+            "smoothing) and chrF2, printing sacreBLEU's text lines with signatures.\n"
+            "With --model: --split gives the checkpoint's teacher-forced loss, perplexity\n"
+            "and token accuracy on <data-dir>/<split>.tok (as training validates);\n"
+            "--src translates SRC with the checkpoint and scores it against REF.\n\n"
             "  --hyp FILE        system output, one detokenized sentence per line\n"
             "  --ref FILE        references, one sentence per line\n"
             "  --metrics LIST    comma-separated, from bleu, chrf (default: bleu,chrf)\n"
+            "  --model CKPT      checkpoint to evaluate\n"
+            "  --split NAME      prepared split: train, valid or test\n"
+            "  --data-dir DIR    prepared data (default: the config's data_dir)\n"
+            "  --src FILE        English sentences to translate, one per line\n"
+            "  --beam-size N     beam width for --src (1 = greedy)\n"
+            "  --hyp-out FILE    also write the translations of --src there\n"
+            "  --threads N       threads (0 = all cores)\n"
             "  --json            also print one JSON object on the last line\n");
 }
 
@@ -102,16 +128,85 @@ static int score_files(const eval_request *request) {
     return status;
 }
 
+/* Teacher-forced scores of a checkpoint on a split; returns the exit status. */
+static int score_forced(const eval_request *request, const pmt_config *cfg) {
+    char err[2048];
+    pmt_eval_forced_result r;
+    pmt_set_threads(cfg->threads);
+    if (pmt_eval_forced_split(request->model_path, cfg->data_dir, request->split, &r, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt eval: %s\n", err);
+        return 1;
+    }
+    printf("%s: loss %.4f | perplexity %.3f | accuracy %.2f%% | %ld target tokens in %d pairs", request->split,
+           r.loss, r.perplexity, 100.0 * r.accuracy, r.tokens, r.pairs);
+    if (r.truncated > 0) printf(" (%d truncated to max_len)", r.truncated);
+    putchar('\n');
+    if (request->json) {
+        printf("{\"model\": ");
+        pmt_json_string(stdout, request->model_path);
+        printf(", \"split\": \"%s\", \"pairs\": %d, \"tokens\": %ld, \"truncated\": %d, \"loss\": %.6f, "
+               "\"nll\": %.6f, \"perplexity\": %.6f, \"accuracy\": %.6f}\n",
+               request->split, r.pairs, r.tokens, r.truncated, r.loss, r.nll, r.perplexity, r.accuracy);
+    }
+    if (fflush(stdout) != 0) {
+        perror("projmt eval: writing to standard output");
+        return 1;
+    }
+    return 0;
+}
+
+/* Translates and scores; returns the exit status. */
+static int score_translations(const eval_request *request, const pmt_config *cfg) {
+    (void)request; (void)cfg;
+    fprintf(stderr, "projmt eval: --src needs the translator, which this build lacks\n");
+    return 1;
+}
+
+/* Which mode the options ask for; -1 after printing why they conflict. */
+static int choose_mode(const eval_request *r, eval_mode *mode) {
+    if (r->model_path && r->hyp_path) {
+        fprintf(stderr, "projmt eval: --model and --hyp exclude each other: score a model or a file (see --help)\n");
+        return -1;
+    }
+    if (!r->model_path) {
+        if (r->split || r->src_path || r->hyp_out) {
+            fprintf(stderr, "projmt eval: --split, --src and --hyp-out need --model CKPT (see --help)\n");
+            return -1;
+        }
+        if (!r->hyp_path || !r->ref_path) {
+            fprintf(stderr, "projmt eval: both --hyp FILE and --ref FILE are required (see --help)\n");
+            return -1;
+        }
+        *mode = MODE_SCORE;
+        return 0;
+    }
+    if (!r->split == !r->src_path) {
+        fprintf(stderr, "projmt eval: --model needs exactly one of --split NAME or --src FILE (see --help)\n");
+        return -1;
+    }
+    if (r->split && !pmt_eval_split_name_ok(r->split)) {
+        fprintf(stderr, "projmt eval: unknown --split '%s' (train | valid | test)\n", r->split);
+        return -1;
+    }
+    if (r->src_path && !r->ref_path) {
+        fprintf(stderr, "projmt eval: --src needs --ref FILE with the reference translations\n");
+        return -1;
+    }
+    *mode = r->split ? MODE_FORCED : MODE_TRANSLATE;
+    return 0;
+}
+
 /* Turns parsed option values into a request; 0, or -1 after printing why. */
 static int build_request(const char *const *values, eval_request *request) {
     char err[512];
     request->hyp_path = values[OPT_HYP];
     request->ref_path = values[OPT_REF];
+    request->model_path = values[OPT_MODEL];
+    request->split = values[OPT_SPLIT];
+    request->src_path = values[OPT_SRC];
+    request->hyp_out = values[OPT_HYP_OUT];
     request->json = values[OPT_JSON] != NULL;
-    if (!request->hyp_path || !request->ref_path) {
-        fprintf(stderr, "projmt eval: both --hyp FILE and --ref FILE are required (see --help)\n");
-        return -1;
-    }
+    if (choose_mode(request, &request->mode) != 0) return -1;
     const char *metrics = values[OPT_METRICS] ? values[OPT_METRICS] : "bleu,chrf";
     if (pmt_metrics_parse_list(metrics, &request->metrics, err, sizeof err) != 0) {
         fprintf(stderr, "projmt eval: --metrics: %s\n", err);
@@ -137,5 +232,9 @@ int cmd_eval(int argc, char **argv) {
     }
     eval_request request;
     if (build_request(values, &request) != 0) return 2;
-    return score_files(&request);
+    switch (request.mode) {
+    case MODE_FORCED: return score_forced(&request, &cfg);
+    case MODE_TRANSLATE: return score_translations(&request, &cfg);
+    default: return score_files(&request);
+    }
 }

@@ -1,0 +1,51 @@
+/*
+ * evaluate.h — how good a trained model is: teacher-forced loss, perplexity
+ * and token accuracy on a prepared split, and BLEU/chrF of its translations.
+ *
+ * Teacher-forced numbers are computed exactly as training's validation
+ * computes them (batches in length order, no dropout), so `projmt eval
+ * --split valid` on best.ckpt reproduces the valid row it was saved at.
+ *
+ * Ownership: pmt_eval_forced_result and pmt_eval_translation_result are
+ * plain values except `hyps`, which pmt_eval_translate_lines allocates and
+ * pmt_eval_hyps_free releases.
+ */
+#ifndef PROJMT_EVALUATE_H
+#define PROJMT_EVALUATE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "corpus.h"
+#include "metrics.h"
+#include "model.h"
+
+/* Teacher-forced scores of one corpus. */
+typedef struct pmt_eval_forced_result {
+    int pairs;                   /* sentence pairs scored */
+    int truncated;               /* pairs cut to the model's max_len */
+    long tokens;                 /* non-pad target tokens (eos included) */
+    double loss;                 /* label-smoothed cross-entropy per token (training's loss) */
+    double nll;                  /* plain negative log-likelihood per token */
+    double perplexity;           /* exp(nll) */
+    double accuracy;             /* argmax == reference, fraction of tokens */
+} pmt_eval_forced_result;
+
+/* Scores corpus c with model m, in batches of at most batch_tokens tokens
+ * (m's arena must hold them: max_rows >= batch_tokens). 0, or -1 with err. */
+int pmt_eval_forced(pmt_model *m, const pmt_corpus *c, int batch_tokens, pmt_eval_forced_result *res,
+                    char *err, size_t errlen);
+
+/* Loads the checkpoint model_path and data_dir/<split>.tok (split: train,
+ * valid or test) and scores it in the batches training used (the stored
+ * batch_tokens and max_len); 0, or -1 with err naming the file. */
+int pmt_eval_forced_split(const char *model_path, const char *data_dir, const char *split,
+                          pmt_eval_forced_result *res, char *err, size_t errlen);
+
+/* 1 if split names a prepared split (train | valid | test). */
+int pmt_eval_split_name_ok(const char *split);
+
+/* Writes s as a JSON string literal (quotes, backslashes, controls escaped). */
+void pmt_json_string(FILE *f, const char *s);
+
+#endif
