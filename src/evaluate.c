@@ -24,11 +24,14 @@ int pmt_eval_forced(pmt_model *m, const pmt_corpus *c, int batch_tokens, pmt_eva
     /* shuffle = 0: length order, the batches training validates on; the seed
      * only breaks length ties, so it cannot change the sums. */
     if (pmt_batcher_init(&b, c, batch_tokens, m->max_len, m->cfg.seed, 0, err, errlen) != 0) return -1;
-    double loss_sum = 0, nll_sum = 0;
-    long correct = 0;
+    double loss_sum = 0, nll_sum = 0, flops = 0;
+    long correct = 0, all_tokens = 0;
     for (int k = 0; k < b.n_batches; k++) {
         pmt_stats s;
-        pmt_model_forward(m, pmt_batcher_fill(&b, 0, k), 0, 0, &s);
+        const pmt_batch *batch = pmt_batcher_fill(&b, 0, k);
+        pmt_model_forward(m, batch, 0, 0, &s);
+        flops += pmt_model_train_flops(&m->cfg, m->V, batch->B, batch->S, batch->T);
+        for (int i = 0; i < batch->B; i++) all_tokens += batch->src_len[i] + batch->tgt_len[i];
         loss_sum += s.loss_sum;
         nll_sum += s.nll_sum;
         res->tokens += s.tokens;
@@ -45,6 +48,8 @@ int pmt_eval_forced(pmt_model *m, const pmt_corpus *c, int batch_tokens, pmt_eva
     res->nll = nll_sum / (double)res->tokens;
     res->perplexity = exp(res->nll);
     res->accuracy = (double)correct / (double)res->tokens;
+    res->params = m->n_params;
+    res->train_flops_per_token = flops / (double)all_tokens;
     return 0;
 }
 

@@ -29,6 +29,10 @@ typedef struct pmt_eval_forced_result {
     double nll;                  /* plain negative log-likelihood per token */
     double perplexity;           /* exp(nll) */
     double accuracy;             /* argmax == reference, fraction of tokens */
+    size_t params;               /* parameters of the model scored */
+    /* Training FLOPs (pmt_model_train_flops) per non-pad source + target
+     * token over these batches: the cost of the architecture on this data. */
+    double train_flops_per_token;
 } pmt_eval_forced_result;
 
 /* Scores corpus c with model m, in batches of at most batch_tokens tokens

@@ -145,8 +145,9 @@ static int score_forced(const eval_request *request, const pmt_config *cfg) {
         printf("{\"model\": ");
         pmt_json_string(stdout, request->model_path);
         printf(", \"split\": \"%s\", \"pairs\": %d, \"tokens\": %ld, \"truncated\": %d, \"loss\": %.6f, "
-               "\"nll\": %.6f, \"perplexity\": %.6f, \"accuracy\": %.6f}\n",
-               request->split, r.pairs, r.tokens, r.truncated, r.loss, r.nll, r.perplexity, r.accuracy);
+               "\"nll\": %.6f, \"perplexity\": %.6f, \"accuracy\": %.6f, \"params\": %zu, \"train_flops_per_token\": %.0f}\n",
+               request->split, r.pairs, r.tokens, r.truncated, r.loss, r.nll, r.perplexity, r.accuracy, r.params,
+               r.train_flops_per_token);
     }
     if (fflush(stdout) != 0) {
         perror("projmt eval: writing to standard output");
