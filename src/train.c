@@ -6,7 +6,6 @@
  */
 #include "train.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -20,6 +19,7 @@
 #include "batcher.h"
 #include "checkpoint.h"
 #include "rng.h"
+#include "runtime.h"
 #include "spm.h"
 #include "trainlog.h"
 
@@ -53,12 +53,6 @@ typedef struct trainer {
 
 /* ------------------------------------------------------------------ */
 /* set-up                                                              */
-
-static void use_threads(int threads) {
-    int n = threads > 0 ? threads : omp_get_num_procs();
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
-}
 
 /* mkdir -p */
 static int make_dirs(const char *path, char *err, size_t errlen) {
@@ -207,7 +201,7 @@ static uint64_t dropout_seed(uint64_t seed, int64_t step, int micro) {
     return pmt_splitmix64(pmt_splitmix64(seed ^ 0x64726f706f7574ULL) + (uint64_t)step * 1000003ULL + (uint64_t)micro);
 }
 
-static double elapsed(const trainer *t) { return t->elapsed_base + (pmt_now() - t->session_start); }
+static double elapsed(const trainer *t) { return t->elapsed_base + (pmt_now_seconds() - t->session_start); }
 
 static double epochs_done(const trainer *t) {
     return (double)t->st.epoch + (double)t->st.batch / (double)t->train_b.n_batches;
@@ -217,7 +211,7 @@ static double epochs_done(const trainer *t) {
  * an epoch, so epochs end on a step) and applies the optimizer. */
 static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
     pmt_train_state *st = &t->st;
-    const double start = pmt_now();
+    const double start = pmt_now_seconds();
     const int epoch = (int)st->epoch, first = (int)st->batch;
     int group = t->train_b.n_batches - first;
     if (group > t->cfg.accum) group = t->cfg.accum;
@@ -251,7 +245,7 @@ static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
         st->batch = 0;
     }
     st->tokens_seen += tokens;
-    const double seconds = pmt_now() - start;
+    const double seconds = pmt_now_seconds() - start;
     t->session_tokens += tokens;
     t->session_step_seconds += seconds;
     st->win_seconds += seconds;
@@ -279,7 +273,7 @@ static pmt_log_row empty_row(const trainer *t, const char *kind) {
 static double eta_seconds(const trainer *t) {
     const pmt_config *c = &t->cfg;
     int64_t done = t->st.step - t->session_first_step;
-    double per_step = done > 0 ? (pmt_now() - t->session_start) / (double)done : NAN, eta = INFINITY;
+    double per_step = done > 0 ? (pmt_now_seconds() - t->session_start) / (double)done : NAN, eta = INFINITY;
     if (c->max_steps > 0) eta = fmin(eta, (double)(c->max_steps - t->st.step) * per_step);
     if (c->epochs > 0) {
         int64_t left = (int64_t)(c->epochs - t->st.epoch) * t->steps_per_epoch -
@@ -287,7 +281,7 @@ static double eta_seconds(const trainer *t) {
         eta = fmin(eta, (double)left * per_step);
     }
     if (c->minutes > 0) eta = fmin(eta, c->minutes * 60.0 - elapsed(t));
-    return eta;
+    return eta > 0 ? eta : 0;
 }
 
 static void format_progress(const trainer *t, char *line, size_t len) {
@@ -535,10 +529,10 @@ int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_t
     t->data = data;
     t->opt = opt ? opt : &default_opt;
     t->hooks = hooks ? hooks : &no_hooks;
-    t->session_start = pmt_now();
+    t->session_start = pmt_now_seconds();
     t->valid_loss = t->valid_accuracy = NAN;
     memset(res, 0, sizeof *res);
-    use_threads(cfg->threads);
+    pmt_set_threads(cfg->threads);
 
     struct sigaction old_int, old_term, sa;
     memset(&sa, 0, sizeof sa);
