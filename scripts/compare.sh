@@ -27,10 +27,12 @@
 # results exist, re-evaluated) unless --force; an interrupted run resumes
 # from its last.ckpt.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# Paths given on the command line are relative to the current folder; the
+# defaults to the repository.
+repo=$(cd "$(dirname "$0")/.." && pwd)
 
 command_line="bash scripts/compare.sh$(printf ' %q' "$@")"
-name="" config=configs/base.ini data_dir=data/spa-eng root=eval/runs build=build
+name="" config=$repo/configs/base.ini data_dir=$repo/data/spa-eng root=$repo/eval/runs build=$repo/build
 flores=auto beam_size=4 bleu_sentences=all bench_steps=10 force=0
 budget=() mode_specs=()
 
@@ -95,7 +97,7 @@ if [ "$bleu_sentences" = 0 ]; then
   flores=none
 elif [ "$flores" = auto ]; then
   flores=none
-  for prefix in data/flores200-dev/flores200-dev /work/shared/data/flores200-dev/flores200-dev; do
+  for prefix in "$repo/data/flores200-dev/flores200-dev" /work/shared/data/flores200-dev/flores200-dev; do
     [ -f "$prefix.en" ] && [ -f "$prefix.es" ] && { flores=$prefix; break; }
   done
 elif [ "$flores" != none ]; then
@@ -207,11 +209,11 @@ bench_modes() {
 plot_all() {
   local runs=() label k dumps
   for label in "${labels[@]}"; do runs+=("$label=$study/$label/train.tsv"); done
-  "$python" scripts/plot_curves.py --out "$study/plots" "${runs[@]}"
+  "$python" "$repo/scripts/plot_curves.py" --out "$study/plots" "${runs[@]}"
   for k in "${!attention_src[@]}"; do
     dumps=()
     for label in "${labels[@]}"; do dumps+=("$label=$study/$label/ckpt/attention-s$((k + 1))/attention.json"); done
-    "$python" scripts/plot_attention.py --out "$study/attention" --name "s$((k + 1))" "${dumps[@]}"
+    "$python" "$repo/scripts/plot_attention.py" --out "$study/attention" --name "s$((k + 1))" "${dumps[@]}"
   done
 }
 
@@ -228,6 +230,6 @@ for spec in "${mode_specs[@]}"; do
 done
 bench_modes
 plot_all
-"$python" scripts/make_report.py --study "$study" --command "$command_line" --config "$config" \
+"$python" "$repo/scripts/make_report.py" --study "$study" --command "$command_line" --config "$config" \
   --test-src "$test_src" --test-ref "$test_ref" --flores "$flores" "${labels[@]}"
 echo "== done: $study/report.md"

@@ -197,8 +197,9 @@ def machine():
     except OSError:
         pass
     try:
+        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                check=True).stdout.strip()
+                                check=True, cwd=repo).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     return f"{model}, {os.cpu_count()} cores (nproc); projmt commit {commit}"
