@@ -4,6 +4,7 @@
 #include "evaluate.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "batcher.h"
@@ -82,6 +83,51 @@ int pmt_eval_forced_split(const char *model_path, const char *data_dir, const ch
     }
     pmt_corpus_free(&c);
     return rc;
+}
+
+void pmt_eval_hyps_free(char **hyps, size_t n) {
+    if (!hyps) return;
+    for (size_t i = 0; i < n; i++) free(hyps[i]);
+    free(hyps);
+}
+
+/* Translates one chunk of at most t->max_batch lines into hyps[0..n). */
+static int translate_chunk(pmt_translator *t, const char *const *src, int n, char **hyps, char *err, size_t errlen) {
+    pmt_translation *out = malloc((size_t)n * sizeof *out);
+    if (!out) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = pmt_translator_translate(t, src, n, out, err, errlen);
+    for (int i = 0; rc == 0 && i < n; i++) {
+        /* An empty source line translates to no hypothesis: an empty line. */
+        hyps[i] = strdup(out[i].n > 0 ? out[i].text[0] : "");
+        if (!hyps[i]) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+        }
+    }
+    free(out);
+    return rc;
+}
+
+int pmt_eval_translate_lines(pmt_translator *t, const char *const *src, size_t n, char ***hyps,
+                             char *err, size_t errlen) {
+    *hyps = calloc(n ? n : 1, sizeof **hyps);
+    if (!*hyps) {
+        snprintf(err, errlen, "out of memory for %zu translations", n);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i += (size_t)t->max_batch) {
+        size_t left = n - i;
+        int chunk = left < (size_t)t->max_batch ? (int)left : t->max_batch;
+        if (translate_chunk(t, src + i, chunk, *hyps + i, err, errlen) != 0) {
+            pmt_eval_hyps_free(*hyps, n);
+            *hyps = NULL;
+            return -1;
+        }
+    }
+    return 0;
 }
 
 void pmt_json_string(FILE *f, const char *s) {

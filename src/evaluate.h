@@ -6,9 +6,8 @@
  * computes them (batches in length order, no dropout), so `projmt eval
  * --split valid` on best.ckpt reproduces the valid row it was saved at.
  *
- * Ownership: pmt_eval_forced_result and pmt_eval_translation_result are
- * plain values except `hyps`, which pmt_eval_translate_lines allocates and
- * pmt_eval_hyps_free releases.
+ * Ownership: pmt_eval_forced_result is a plain value; the hypotheses of
+ * pmt_eval_translate_lines are the caller's (pmt_eval_hyps_free).
  */
 #ifndef PROJMT_EVALUATE_H
 #define PROJMT_EVALUATE_H
@@ -19,6 +18,7 @@
 #include "corpus.h"
 #include "metrics.h"
 #include "model.h"
+#include "translator.h"
 
 /* Teacher-forced scores of one corpus. */
 typedef struct pmt_eval_forced_result {
@@ -48,6 +48,13 @@ int pmt_eval_forced_split(const char *model_path, const char *data_dir, const ch
 
 /* 1 if split names a prepared split (train | valid | test). */
 int pmt_eval_split_name_ok(const char *split);
+
+/* Translates src[0..n) with t (in chunks of t->max_batch), keeping the best
+ * hypothesis of each in *hyps (malloc'd array of malloc'd strings, caller
+ * frees with pmt_eval_hyps_free). 0, or -1 with err. */
+int pmt_eval_translate_lines(pmt_translator *t, const char *const *src, size_t n, char ***hyps,
+                             char *err, size_t errlen);
+void pmt_eval_hyps_free(char **hyps, size_t n);
 
 /* Writes s as a JSON string literal (quotes, backslashes, controls escaped). */
 void pmt_json_string(FILE *f, const char *s);

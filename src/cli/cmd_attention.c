@@ -14,16 +14,13 @@
 #include <sys/stat.h>
 
 #include "attention_dump.h"
-#include "checkpoint.h"
 #include "commands.h"
 #include "config.h"
 #include "runtime.h"
+#include "translator.h"
 
 enum { OPT_MODEL, OPT_SRC, OPT_TGT, OPT_OUT, N_ATTENTION_OPTIONS };
 static const char *const attention_options[N_ATTENTION_OPTIONS + 1] = {"model=", "src=", "tgt=", "out=", NULL};
-
-/* Arena rows: one sentence per side, up to any stored max_len we expect. */
-enum { ATTENTION_ROWS = 1024 };
 
 static void print_usage(FILE *out) {
     fprintf(out,
@@ -47,6 +44,22 @@ static int ensure_dir(const char *dir) {
         return -1;
     }
     return 0;
+}
+
+/* The model's greedy translation of source (owned by t until its next
+ * call), or NULL after printing why there is none. */
+static const char *greedy_translation(pmt_translator *t, const char *source) {
+    char err[1024];
+    pmt_translation out;
+    if (pmt_translator_translate(t, &source, 1, &out, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt attention: translating: %s\n", err);
+        return NULL;
+    }
+    if (out.n == 0 || out.text[0][0] == '\0') {
+        fprintf(stderr, "projmt attention: the model translates '%s' to nothing; give --tgt TEXT\n", source);
+        return NULL;
+    }
+    return out.text[0];
 }
 
 /* Writes the dump of (source, target) to dir/attention.json; exit status. */
@@ -94,20 +107,22 @@ int cmd_attention(int argc, char **argv) {
         fprintf(stderr, "projmt attention: --model CKPT, --src TEXT and --out DIR are required (see --help)\n");
         return 2;
     }
-    if (!values[OPT_TGT]) {
-        fprintf(stderr, "projmt attention: this build cannot translate yet; give --tgt TEXT\n");
-        return 2;
-    }
     if (ensure_dir(values[OPT_OUT]) != 0) return 1;
     pmt_set_threads(cfg.threads);
-    pmt_model m;
-    pmt_spm *spm;
-    if (pmt_checkpoint_load_model(values[OPT_MODEL], &m, ATTENTION_ROWS, 0, &spm, err, sizeof err) != 0) {
+    /* The translator holds the model and tokenizer the dump needs, and
+     * translates when no target is given. */
+    pmt_decode_options greedy;
+    pmt_decode_options_from_config(&greedy, &cfg);
+    greedy.beam_size = greedy.n_best = 1;
+    pmt_translator t;
+    if (pmt_translator_load(&t, values[OPT_MODEL], &greedy, 1, err, sizeof err) != 0) {
         fprintf(stderr, "projmt attention: %s\n", err);
         return 1;
     }
-    int status = write_dump(&m, spm, values[OPT_SRC], values[OPT_TGT], values[OPT_OUT]);
-    pmt_spm_free(spm);
-    pmt_model_free(&m);
+    const char *target = values[OPT_TGT];
+    int status = 1;
+    if (!target) target = greedy_translation(&t, values[OPT_SRC]);
+    if (target) status = write_dump(&t.model, t.spm, values[OPT_SRC], target, values[OPT_OUT]);
+    pmt_translator_free(&t);
     return status;
 }

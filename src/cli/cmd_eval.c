@@ -17,6 +17,7 @@
  *
  * Exit status: 0 scored, 1 unreadable or mismatched input, 2 bad usage.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,10 +26,14 @@
 #include "evaluate.h"
 #include "metrics.h"
 #include "runtime.h"
+#include "translator.h"
 
 enum { OPT_HYP, OPT_REF, OPT_METRICS, OPT_JSON, OPT_MODEL, OPT_SPLIT, OPT_SRC, OPT_HYP_OUT, N_EVAL_OPTIONS };
 static const char *const eval_options[N_EVAL_OPTIONS + 1] = {"hyp=", "ref=",   "metrics=", "json",
                                                              "model=", "split=", "src=",   "hyp-out=", NULL};
+
+/* Sentences per translator call: enough to fill the batched search. */
+enum { EVAL_BATCH = 64 };
 
 typedef enum { MODE_SCORE, MODE_FORCED, MODE_TRANSLATE } eval_mode;
 
@@ -73,8 +78,29 @@ static int print_line(const char *text) {
     return 0;
 }
 
+/* What a model-based run adds to the JSON object (NULL when scoring files). */
+typedef struct translation_info {
+    const char *model;
+    int beam_size;
+    double seconds;              /* translating, model loading excluded */
+} translation_info;
+
+/* The report's JSON object, with the translation fields first when given. */
+static int print_json(const pmt_metrics_report *report, const translation_info *info) {
+    char object[2048];
+    if (pmt_metrics_report_json(report, object, sizeof object) != 0) {
+        fprintf(stderr, "projmt eval: JSON report does not fit its buffer\n");
+        return -1;
+    }
+    if (!info) return print_line(object);
+    fputs("{\"model\": ", stdout);
+    pmt_json_string(stdout, info->model);
+    printf(", \"beam_size\": %d, \"seconds\": %.3f, ", info->beam_size, info->seconds);
+    return print_line(object + 1);
+}
+
 /* Prints the report in sacreBLEU's text format, then JSON when asked. */
-static int print_report(const pmt_metrics_report *report, int json) {
+static int print_report(const pmt_metrics_report *report, int json, const translation_info *info) {
     char line[PMT_METRICS_LINE_MAX];
     if (report->metrics & PMT_METRIC_BLEU) {
         pmt_bleu_format(&report->bleu, line, sizeof line);
@@ -84,14 +110,7 @@ static int print_report(const pmt_metrics_report *report, int json) {
         pmt_chrf_format(report->chrf, report->chrf_n_refs, line, sizeof line);
         if (print_line(line) != 0) return -1;
     }
-    if (json) {
-        char object[2048];
-        if (pmt_metrics_report_json(report, object, sizeof object) != 0) {
-            fprintf(stderr, "projmt eval: JSON report does not fit its buffer\n");
-            return -1;
-        }
-        if (print_line(object) != 0) return -1;
-    }
+    if (json && print_json(report, info) != 0) return -1;
     if (fflush(stdout) != 0) {
         perror("projmt eval: writing to standard output");
         return -1;
@@ -99,31 +118,102 @@ static int print_report(const pmt_metrics_report *report, int json) {
     return 0;
 }
 
+/* Loads two line files that must align (what_a/what_b name them in
+ * messages); 0, or -1 after printing why, with nothing left allocated. */
+static int load_aligned(const char *path_a, const char *what_a, pmt_text_lines *a, const char *path_b,
+                        const char *what_b, pmt_text_lines *b) {
+    char err[1024];
+    if (pmt_text_lines_load(a, path_a, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt eval: %s: %s\n", what_a, err);
+        return -1;
+    }
+    if (pmt_text_lines_load(b, path_b, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt eval: %s: %s\n", what_b, err);
+        pmt_text_lines_free(a);
+        return -1;
+    }
+    if (a->n != b->n) {
+        fprintf(stderr, "projmt eval: '%s' has %zu lines but '%s' has %zu; they must align line by line\n", path_a,
+                a->n, path_b, b->n);
+        pmt_text_lines_free(a);
+        pmt_text_lines_free(b);
+        return -1;
+    }
+    return 0;
+}
+
+/* Scores aligned hypotheses and references and prints; returns the exit status. */
+static int score_lines(const char *const *hyps, const char *const *refs, size_t n, const eval_request *request,
+                       const translation_info *info) {
+    char err[1024];
+    pmt_metrics_report report;
+    if (pmt_metrics_score_lines(hyps, refs, n, request->metrics, &report, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt eval: %s\n", err);
+        return 1;
+    }
+    return print_report(&report, request->json, info) == 0 ? 0 : 1;
+}
+
 /* Loads both files, checks they align, scores and prints; returns the exit status. */
 static int score_files(const eval_request *request) {
     pmt_text_lines hyps, refs;
-    char err[1024];
-    if (pmt_text_lines_load(&hyps, request->hyp_path, err, sizeof err) != 0) {
-        fprintf(stderr, "projmt eval: hypotheses: %s\n", err);
-        return 1;
-    }
-    if (pmt_text_lines_load(&refs, request->ref_path, err, sizeof err) != 0) {
-        fprintf(stderr, "projmt eval: references: %s\n", err);
-        pmt_text_lines_free(&hyps);
-        return 1;
-    }
-    int status = 1;
-    pmt_metrics_report report;
-    if (hyps.n != refs.n) {
-        fprintf(stderr, "projmt eval: '%s' has %zu lines but '%s' has %zu; they must align line by line\n",
-                request->hyp_path, hyps.n, request->ref_path, refs.n);
-    } else if (pmt_metrics_score_lines((const char *const *)hyps.lines, (const char *const *)refs.lines,
-                                       hyps.n, request->metrics, &report, err, sizeof err) != 0) {
-        fprintf(stderr, "projmt eval: %s\n", err);
-    } else {
-        status = print_report(&report, request->json) == 0 ? 0 : 1;
-    }
+    if (load_aligned(request->hyp_path, "hypotheses", &hyps, request->ref_path, "references", &refs) != 0) return 1;
+    int status = score_lines((const char *const *)hyps.lines, (const char *const *)refs.lines, hyps.n, request, NULL);
     pmt_text_lines_free(&hyps);
+    pmt_text_lines_free(&refs);
+    return status;
+}
+
+/* Writes one line per hypothesis to path; 0, or -1 after printing why. */
+static int write_hyps(const char *path, char *const *hyps, size_t n) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "projmt eval: cannot write '%s': %s\n", path, strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) fprintf(f, "%s\n", hyps[i]);
+    int failed = ferror(f);
+    if (fclose(f) != 0) failed = 1;
+    if (failed) {
+        fprintf(stderr, "projmt eval: writing '%s' failed\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Translates src with the model, writes and scores; returns the exit status. */
+static int translate_and_score(const eval_request *request, const pmt_config *cfg, const pmt_text_lines *src,
+                               const pmt_text_lines *refs) {
+    char err[1024];
+    pmt_decode_options opt;
+    pmt_decode_options_from_config(&opt, cfg);
+    opt.n_best = 1;
+    pmt_translator t;
+    if (pmt_translator_load(&t, request->model_path, &opt, EVAL_BATCH, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt eval: %s\n", err);
+        return 1;
+    }
+    char **hyps = NULL;
+    int status = 1;
+    double t0 = pmt_now_seconds();
+    if (pmt_eval_translate_lines(&t, (const char *const *)src->lines, src->n, &hyps, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt eval: translating '%s': %s\n", request->src_path, err);
+    } else if (!request->hyp_out || write_hyps(request->hyp_out, hyps, src->n) == 0) {
+        translation_info info = {request->model_path, opt.beam_size, pmt_now_seconds() - t0};
+        status = score_lines((const char *const *)hyps, (const char *const *)refs->lines, src->n, request, &info);
+    }
+    pmt_eval_hyps_free(hyps, src->n);
+    pmt_translator_free(&t);
+    return status;
+}
+
+/* Translates --src, scores against --ref; returns the exit status. */
+static int score_translations(const eval_request *request, const pmt_config *cfg) {
+    pmt_text_lines src, refs;
+    if (load_aligned(request->src_path, "sources", &src, request->ref_path, "references", &refs) != 0) return 1;
+    pmt_set_threads(cfg->threads);
+    int status = translate_and_score(request, cfg, &src, &refs);
+    pmt_text_lines_free(&src);
     pmt_text_lines_free(&refs);
     return status;
 }
@@ -154,13 +244,6 @@ static int score_forced(const eval_request *request, const pmt_config *cfg) {
         return 1;
     }
     return 0;
-}
-
-/* Translates and scores; returns the exit status. */
-static int score_translations(const eval_request *request, const pmt_config *cfg) {
-    (void)request; (void)cfg;
-    fprintf(stderr, "projmt eval: --src needs the translator, which this build lacks\n");
-    return 1;
 }
 
 /* Which mode the options ask for; -1 after printing why they conflict. */
