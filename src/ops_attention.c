@@ -32,6 +32,17 @@
 #include <math.h>
 #include <string.h>
 
+/* Keys visible to any query of a sentence with klen keys: the prefix
+ * 0..klen-1 of the S key rows. Every GEMM of a (b, h) task runs over this
+ * prefix only: columns/rows beyond it would only produce logits that are
+ * masked to -INFINITY, zero weights and zero gradients (adding 0·x to a
+ * finite sum leaves it unchanged, so the results are bit-identical). This
+ * matters for padded batches and most for the decoder's self-attention,
+ * whose cache has cap rows of which only t+1 are filled. */
+static inline int key_prefix(int32_t klen, int S) {
+    return klen <= 0 ? 0 : (klen < S ? (int)klen : S);
+}
+
 /* Keys visible to query t (the length of the visible prefix). */
 static inline int visible_keys(int32_t klen, int causal, int t, int S) {
     int n = klen < S ? (int)klen : S;
@@ -154,14 +165,15 @@ static void softmax_rows(float *p, int32_t klen, int causal, int T, int S) {
     for (int t = 0; t < T; t++) masked_softmax_row(p + (size_t)t * S, visible_keys(klen, causal, t, S), S);
 }
 
-/* In place over g [T, S] = dL/dweights of one (b, h): softmax backward on the
- * visible prefix of every row, exact zeros on the masked tail (the GEMM that
+/* In place over g [T, Sv] (leading dimension Sv = key_prefix) = dL/dweights
+ * of one (b, h), with p [T, S] its weights: softmax backward on the visible
+ * prefix of every row, exact zeros on the masked tail (the GEMM that
  * produced g does not know the mask). */
-static void softmax_backward_rows(float *g, const float *p, int32_t klen, int causal, int T, int S) {
+static void softmax_backward_rows(float *g, int Sv, const float *p, int S, int32_t klen, int causal, int T) {
     for (int t = 0; t < T; t++) {
         const int nvis = visible_keys(klen, causal, t, S);
-        masked_softmax_backward_row(g + (size_t)t * S, p + (size_t)t * S, nvis);
-        for (int j = nvis; j < S; j++) g[(size_t)t * S + j] = 0.0f;
+        masked_softmax_backward_row(g + (size_t)t * Sv, p + (size_t)t * S, nvis);
+        for (int j = nvis; j < Sv; j++) g[(size_t)t * Sv + j] = 0.0f;
     }
 }
 
@@ -175,17 +187,18 @@ void attention_forward(float *out, float *probs, const float *q, const float *k,
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float kT[HS * S + 1];
+            const int Sv = key_prefix(klen[b], S);
+            float kT[HS * Sv + 1];
             float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
             float *oh = HEAD(out, (size_t)b * T, C, h, HS);
-            transpose(kT, kh, S, HS, C);
+            transpose(kT, kh, Sv, HS, C);
             memset(p, 0, sizeof(float) * T * S);
-            small_gemm(T, S, HS, scale, qh, C, kT, S, p, S);
+            small_gemm(T, Sv, HS, scale, qh, C, kT, Sv, p, S);
             softmax_rows(p, klen[b], causal, T, S);
             zero_head_rows(out, (size_t)b * T, T, C, h, HS);
-            small_gemm(T, HS, S, 1.0f, p, S, HEAD(v, (size_t)b * S, C, h, HS), C, oh, C);
+            small_gemm(T, HS, Sv, 1.0f, p, S, HEAD(v, (size_t)b * S, C, h, HS), C, oh, C);
         }
     }
 }
@@ -201,20 +214,22 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float vT[HS * S + 1], g[T * S + 1], tr[S * T + 1];
+            /* g is [T, Sv] here: keys beyond the prefix get no gradient. */
+            const int Sv = key_prefix(klen[b], S);
+            float vT[HS * Sv + 1], g[T * Sv + 1], tr[Sv * T + 1];
             const float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
             const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
-            transpose(vT, HEAD(v, (size_t)b * S, C, h, HS), S, HS, C);
-            memset(g, 0, sizeof(float) * T * S);
-            small_gemm(T, S, HS, 1.0f, doh, C, vT, S, g, S);
-            softmax_backward_rows(g, p, klen[b], causal, T, S);
-            small_gemm(T, HS, S, scale, g, S, kh, C, HEAD(dq, (size_t)b * T, C, h, HS), C);
-            transpose(tr, g, T, S, S);
-            small_gemm(S, HS, T, scale, tr, T, qh, C, HEAD(dk, (size_t)b * S, C, h, HS), C);
-            transpose(tr, p, T, S, S);
-            small_gemm(S, HS, T, 1.0f, tr, T, doh, C, HEAD(dv, (size_t)b * S, C, h, HS), C);
+            transpose(vT, HEAD(v, (size_t)b * S, C, h, HS), Sv, HS, C);
+            memset(g, 0, sizeof(float) * T * Sv);
+            small_gemm(T, Sv, HS, 1.0f, doh, C, vT, Sv, g, Sv);
+            softmax_backward_rows(g, Sv, p, S, klen[b], causal, T);
+            small_gemm(T, HS, Sv, scale, g, Sv, kh, C, HEAD(dq, (size_t)b * T, C, h, HS), C);
+            transpose(tr, g, T, Sv, Sv);
+            small_gemm(Sv, HS, T, scale, tr, T, qh, C, HEAD(dk, (size_t)b * S, C, h, HS), C);
+            transpose(tr, p, T, Sv, S);
+            small_gemm(Sv, HS, T, 1.0f, tr, T, doh, C, HEAD(dv, (size_t)b * S, C, h, HS), C);
         }
     }
 }
@@ -234,15 +249,16 @@ static void head_norms(float *nrm, const float *x, size_t r0, int n, int C, int 
     }
 }
 
-/* Fills d [T, S] with the squared distances |q_t|² + |k_j|² − 2 q_t·k_j of
- * one (b, h), using kT [HS, S] (kᵀ) for the cross term. */
-static void sq_distances(float *d, const float *qh, const float *kT, const float *qn,
-                         const float *kn, int T, int S, int C, int HS) {
-    memset(d, 0, sizeof(float) * T * S);
-    small_gemm(T, S, HS, -2.0f, qh, C, kT, S, d, S);
+/* Fills the first Sv columns of d [T, ldd] with the squared distances
+ * |q_t|² + |k_j|² − 2 q_t·k_j of one (b, h), using kT [HS, Sv] (kᵀ) for the
+ * cross term; columns Sv..ldd-1 are zeroed. */
+static void sq_distances(float *d, int ldd, const float *qh, const float *kT, const float *qn,
+                         const float *kn, int T, int Sv, int C, int HS) {
+    memset(d, 0, sizeof(float) * T * ldd);
+    small_gemm(T, Sv, HS, -2.0f, qh, C, kT, Sv, d, ldd);
     for (int t = 0; t < T; t++)
 #pragma omp simd
-        for (int j = 0; j < S; j++) d[(size_t)t * S + j] += qn[t] + kn[j];
+        for (int j = 0; j < Sv; j++) d[(size_t)t * ldd + j] += qn[t] + kn[j];
 }
 
 /* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k [B*S, C] (may be q),
@@ -254,20 +270,23 @@ void projattn_forward(float *out, float *probs, const float *q, const float *k,
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            float kT[HS * S + 1], qn[T + 1], kn[S + 1];
+            /* Only the visible key prefix: its norms, distances, weights. */
+            const int Sv = key_prefix(klen[b], S);
+            float kT[HS * Sv + 1], qn[T + 1], kn[Sv + 1];
             const float c = inv_two_sigma2(log_sigma, h);
             float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
-            transpose(kT, kh, S, HS, C);
+            transpose(kT, kh, Sv, HS, C);
             head_norms(qn, q, (size_t)b * T, T, C, h, HS);
-            head_norms(kn, k, (size_t)b * S, S, C, h, HS);
-            sq_distances(p, qh, kT, qn, kn, T, S, C, HS);
+            head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
+            sq_distances(p, S, qh, kT, qn, kn, T, Sv, C, HS);
+            for (int t = 0; t < T; t++)
 #pragma omp simd
-            for (int i = 0; i < T * S; i++) p[i] *= -c;
+                for (int j = 0; j < Sv; j++) p[(size_t)t * S + j] *= -c;
             softmax_rows(p, klen[b], causal, T, S);
             zero_head_rows(out, (size_t)b * T, T, C, h, HS);
-            small_gemm(T, HS, S, 1.0f, p, S, kh, C, HEAD(out, (size_t)b * T, C, h, HS), C);
+            small_gemm(T, HS, Sv, 1.0f, p, S, kh, C, HEAD(out, (size_t)b * T, C, h, HS), C);
         }
     }
 }
@@ -284,38 +303,40 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
                                      float c, int32_t klen, int causal, int want_sigma,
                                      int b, int h, int T, int S, int C, int NH) {
     const int HS = C / NH;
-    float kT[HS * S + 1], g[T * S + 1], tr[S * T + 1], rsum[T + 1], csum[S + 1];
+    /* Keys beyond the visible prefix get no gradient: g is [T, Sv]. */
+    const int Sv = key_prefix(klen, S);
+    float kT[HS * Sv + 1], g[T * Sv + 1], tr[Sv * T + 1], rsum[T + 1], csum[Sv + 1];
     const float *p = probs + ((size_t)b * NH + h) * T * S;
     const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
     const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
     const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
-    transpose(kT, kh, S, HS, C);
-    memset(g, 0, sizeof(float) * T * S);
-    small_gemm(T, S, HS, 1.0f, doh, C, kT, S, g, S);
-    softmax_backward_rows(g, p, klen, causal, T, S);
+    transpose(kT, kh, Sv, HS, C);
+    memset(g, 0, sizeof(float) * T * Sv);
+    small_gemm(T, Sv, HS, 1.0f, doh, C, kT, Sv, g, Sv);
+    softmax_backward_rows(g, Sv, p, S, klen, causal, T);
 
     double dsig = 0.0;
     if (want_sigma) {
-        float qn[T + 1], kn[S + 1];
+        float qn[T + 1], kn[Sv + 1];
         head_norms(qn, q, (size_t)b * T, T, C, h, HS);
-        head_norms(kn, k, (size_t)b * S, S, C, h, HS);
-        sq_distances(tr, qh, kT, qn, kn, T, S, C, HS); /* tr as [T, S] scratch */
-        for (int i = 0; i < T * S; i++) dsig += (double)g[i] * tr[i];
+        head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
+        sq_distances(tr, Sv, qh, kT, qn, kn, T, Sv, C, HS); /* tr as [T, Sv] scratch */
+        for (int i = 0; i < T * Sv; i++) dsig += (double)g[i] * tr[i];
         dsig *= 2.0 * c;
     }
     for (int t = 0; t < T; t++) {
         double s = 0.0;
-        for (int j = 0; j < S; j++) s += g[(size_t)t * S + j];
+        for (int j = 0; j < Sv; j++) s += g[(size_t)t * Sv + j];
         rsum[t] = (float)s;
     }
-    for (int j = 0; j < S; j++) {
+    for (int j = 0; j < Sv; j++) {
         double s = 0.0;
-        for (int t = 0; t < T; t++) s += g[(size_t)t * S + j];
+        for (int t = 0; t < T; t++) s += g[(size_t)t * Sv + j];
         csum[j] = (float)s;
     }
 
     float *dqh = HEAD(dq, (size_t)b * T, C, h, HS);
-    small_gemm(T, HS, S, 2.0f * c, g, S, kh, C, dqh, C);
+    small_gemm(T, HS, Sv, 2.0f * c, g, Sv, kh, C, dqh, C);
     for (int t = 0; t < T; t++) {
         float *dqt = dqh + (size_t)t * C;
         const float *qt = qh + (size_t)t * C;
@@ -325,17 +346,17 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
     }
 
     float *dkh = HEAD(dk, (size_t)b * S, C, h, HS);
-    transpose(tr, g, T, S, S);
-    small_gemm(S, HS, T, 2.0f * c, tr, T, qh, C, dkh, C);
-    for (int j = 0; j < S; j++) {
+    transpose(tr, g, T, Sv, Sv);
+    small_gemm(Sv, HS, T, 2.0f * c, tr, T, qh, C, dkh, C);
+    for (int j = 0; j < Sv; j++) {
         float *dkj = dkh + (size_t)j * C;
         const float *kj = kh + (size_t)j * C;
         const float a = -2.0f * c * csum[j];
 #pragma omp simd
         for (int d = 0; d < HS; d++) dkj[d] += a * kj[d];
     }
-    transpose(tr, p, T, S, S);
-    small_gemm(S, HS, T, 1.0f, tr, T, doh, C, dkh, C);
+    transpose(tr, p, T, Sv, S);
+    small_gemm(Sv, HS, T, 1.0f, tr, T, doh, C, dkh, C);
     return dsig;
 }
 
