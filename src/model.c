@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "ops_internal.h"
 #include "rng.h"
 
 /* ------------------------------------------------------------------ */
@@ -58,7 +59,7 @@ struct pmt_model_activations {
     float *d_enc_stream, *d_dec_stream;    /* residual-stream gradients [rows, C] */
     float *d_enc_out, *d_dec_out;          /* gradients of the final LN outputs */
     float *d_ln, *d_q, *d_k, *d_v, *d_att, *d_sub;  /* [rows, C] */
-    float *d_h, *d_h_pre;                  /* [rows, F]: after / before ReLU */
+    float *d_h;                            /* [rows, F]: d(ReLU output), then in place d(pre-activation) */
 
     float *log_sigma_fixed;            /* [NH]: log σ with σ² = √HS */
     float *nll_rows;                   /* [B*T] plain NLL per row for perplexity */
@@ -265,7 +266,6 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->d_att = carve(ab, rows * C);
     A->d_sub = carve(ab, rows * C);
     A->d_h = carve(ab, rows * F);
-    A->d_h_pre = carve(ab, rows * F);
     A->log_sigma_fixed = carve(ab, (size_t)NH);
 }
 
@@ -546,18 +546,17 @@ double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t d
 
 static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
 
-/* Back-propagates one attention sublayer from d(att-output-after-W_O) in
- * A->d_sub to d(LN output) in A->d_ln (zeroed here) and, for cross-attention,
- * into d_memory (accumulated). */
+/* Back-propagates one attention sublayer from d_sub = d(att-output-after-W_O)
+ * to d(LN output) in A->d_ln (overwritten) and, for cross-attention, into
+ * d_memory (accumulated). Scratch gradients are SET by their first writer
+ * (the *_set kernels of ops_internal.h) instead of being zeroed first. */
 static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, const block_act *a,
-                                        const block_io *io, float *d_memory) {
+                                        const block_io *io, const float *d_sub, float *d_memory) {
     pmt_model_activations *A = m->act;
     const int C = m->C, NH = m->NH;
     const int Nq = io->B * io->Tq, Nk = io->B * io->Tk;
     const float *mem = io->memory ? io->memory : a->ln;
-    zero(A->d_att, (size_t)Nq * C);
-    linear_backward(A->d_att, grad_of(m, p->wo), grad_of(m, p->bo), A->d_sub, a->att, p->wo, Nq, C, C);
-    zero(A->d_ln, (size_t)Nq * C);
+    linear_backward_set(A->d_att, grad_of(m, p->wo), grad_of(m, p->bo), d_sub, a->att, p->wo, Nq, C, C);
     if (io->kind == PMT_ATTN_STANDARD) {
         zero(A->d_q, (size_t)Nq * C);
         zero(A->d_k, (size_t)Nk * C);
@@ -565,24 +564,24 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
         attention_backward(A->d_q, A->d_k, A->d_v, A->d_att, a->probs, a->q, a->k, a->v, io->klen, io->causal,
                            io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
         float *d_mem = io->memory ? d_memory : A->d_ln;
-        linear_backward(A->d_ln, grad_of(m, p->wq), grad_of(m, p->bq), A->d_q, a->ln, p->wq, Nq, C, C);
+        linear_backward_set(A->d_ln, grad_of(m, p->wq), grad_of(m, p->bq), A->d_q, a->ln, p->wq, Nq, C, C);
         linear_backward(d_mem, grad_of(m, p->wk), grad_of(m, p->bk), A->d_k, mem, p->wk, Nk, C, C);
         linear_backward(d_mem, grad_of(m, p->wv), grad_of(m, p->bv), A->d_v, mem, p->wv, Nk, C, C);
     } else {
+        zero(A->d_ln, (size_t)Nq * C);
         float *d_mem = io->memory ? d_memory : A->d_ln;   /* q = k (= v) in self-attention */
         projattn_backward(A->d_ln, d_mem, grad_of(m, p->log_sigma), A->d_att, a->probs, a->ln, mem,
                           site_log_sigma(m, p), io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH);
     }
 }
 
-static void ffn_sublayer_backward(pmt_model *m, const pmt_ffn_params *p, const block_act *a, int N) {
+/* d_h = d(ReLU output), then in place d(pre-activation); d_ln overwritten. */
+static void ffn_sublayer_backward(pmt_model *m, const pmt_ffn_params *p, const block_act *a, const float *d_sub,
+                                  int N) {
     pmt_model_activations *A = m->act;
-    zero(A->d_h, (size_t)N * m->F);
-    linear_backward(A->d_h, grad_of(m, p->w2), grad_of(m, p->b2), A->d_sub, a->h, p->w2, N, m->F, m->C);
-    zero(A->d_h_pre, (size_t)N * m->F);
-    relu_backward(A->d_h_pre, A->d_h, a->h, (size_t)N * m->F);
-    zero(A->d_ln, (size_t)N * m->C);
-    linear_backward(A->d_ln, grad_of(m, p->w1), grad_of(m, p->b1), A->d_h_pre, a->ln, p->w1, N, m->C, m->F);
+    linear_backward_set(A->d_h, grad_of(m, p->w2), grad_of(m, p->b2), d_sub, a->h, p->w2, N, m->F, m->C);
+    relu_backward_inplace(A->d_h, a->h, (size_t)N * m->F);
+    linear_backward_set(A->d_ln, grad_of(m, p->w1), grad_of(m, p->b1), A->d_h, a->ln, p->w1, N, m->C, m->F);
 }
 
 /* d_stream holds d(x_out) on entry and d(x_in) on exit: the residual passes
@@ -593,11 +592,15 @@ static void block_backward(pmt_model *m, const pmt_attn_params *attn, const pmt_
     pmt_model_activations *A = m->act;
     const int N = io->B * io->Tq, C = m->C;
     size_t n = (size_t)N * C;
-    zero(A->d_sub, n);
-    if (A->train && m->cfg.dropout > 0) dropout_backward(A->d_sub, d_stream, a->mask, n);
-    else memcpy(A->d_sub, d_stream, n * sizeof(float));
-    if (attn) attention_sublayer_backward(m, attn, a, io, d_memory);
-    else ffn_sublayer_backward(m, ffn, a, N);
+    /* d(sublayer output): through the dropout mask, or d_stream itself (it
+     * is only read before layernorm_backward updates it). */
+    const float *d_sub = d_stream;
+    if (A->train && m->cfg.dropout > 0) {
+        dropout_backward_set(A->d_sub, d_stream, a->mask, n);
+        d_sub = A->d_sub;
+    }
+    if (attn) attention_sublayer_backward(m, attn, a, io, d_sub, d_memory);
+    else ffn_sublayer_backward(m, ffn, a, d_sub, N);
     const float *ln_w = attn ? attn->ln_w : ffn->ln_w;
     layernorm_backward(d_stream, grad_of(m, ln_w), grad_of(m, attn ? attn->ln_b : ffn->ln_b), A->d_ln,
                        x_in, ln_w, a->mean, a->rstd, N, C);
@@ -608,8 +611,7 @@ static void embed_backward(pmt_model *m, const float *d_stream, const float *mas
     size_t n = (size_t)B * T * m->C;
     const float *d_emb = d_stream;
     if (m->act->train && m->cfg.dropout > 0) {
-        zero(m->act->d_sub, n);
-        dropout_backward(m->act->d_sub, d_stream, mask, n);
+        dropout_backward_set(m->act->d_sub, d_stream, mask, n);
         d_emb = m->act->d_sub;
     }
     embedding_backward(grad_of(m, m->wte), d_emb, ids, B, T, m->C, (float)sqrt((double)m->C));
@@ -620,8 +622,7 @@ void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominato
     const int C = m->C, Nt = b->B * b->T, Ns = b->B * b->S;
     crossentropy_backward(A->logits, A->logits, b->tgt_out, Nt, m->V, (float)m->cfg.label_smoothing,
                           PMT_PAD_ID, (float)(1.0 / loss_denominator));
-    zero(A->d_dec_out, (size_t)Nt * C);
-    linear_backward(A->d_dec_out, grad_of(m, m->wte), NULL, A->logits, A->dec_out, m->wte, Nt, C, m->V);
+    linear_backward_set(A->d_dec_out, grad_of(m, m->wte), NULL, A->logits, A->dec_out, m->wte, Nt, C, m->V);
 
     /* decoder */
     int L = m->cfg.dec_layers;

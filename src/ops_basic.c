@@ -161,13 +161,19 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
                 1.0f, inp, IN, w, IN, beta, out, OUT);
 }
 
-/* dinp [N, IN] += dout · w; dw [OUT, IN] += doutᵀ · inp; db [OUT] += Σ_n dout. */
-void linear_backward(float *dinp, float *dw, float *db, const float *dout,
-                     const float *inp, const float *w, int N, int IN, int OUT) {
-    if (N <= 0 || OUT <= 0 || IN <= 0) return;
+/* dinp [N, IN] = dinp_beta · dinp + dout · w; dw [OUT, IN] += doutᵀ · inp;
+ * db [OUT] += Σ_n dout. dinp_beta is 1 (accumulate, ops.h) or 0 (set). */
+static void linear_backward_beta(float *dinp, float *dw, float *db, const float *dout,
+                                 const float *inp, const float *w, int N, int IN, int OUT,
+                                 float dinp_beta) {
+    if (N <= 0 || IN <= 0) return;
+    if (OUT <= 0) {
+        if (dinp && dinp_beta == 0.0f) memset(dinp, 0, sizeof(float) * (size_t)N * IN);
+        return;
+    }
     if (dinp)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT,
-                    1.0f, dout, OUT, w, IN, 1.0f, dinp, IN);
+                    1.0f, dout, OUT, w, IN, dinp_beta, dinp, IN);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N,
                 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
     if (!db) return;
@@ -186,6 +192,16 @@ void linear_backward(float *dinp, float *dw, float *db, const float *dout,
     }
 }
 
+void linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                     const float *inp, const float *w, int N, int IN, int OUT) {
+    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 1.0f);
+}
+
+void linear_backward_set(float *dinp, float *dw, float *db, const float *dout,
+                         const float *inp, const float *w, int N, int IN, int OUT) {
+    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f);
+}
+
 /* ---- relu ---- */
 
 void relu_forward(float *out, const float *inp, size_t n) {
@@ -197,6 +213,12 @@ void relu_forward(float *out, const float *inp, size_t n) {
 void relu_backward(float *dinp, const float *dout, const float *out, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
     for (size_t i = 0; i < n; i++) dinp[i] += out[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+/* In place: d = out > 0 ? d : 0 (relu_backward into a zeroed buffer). */
+void relu_backward_inplace(float *d, const float *out, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) d[i] = out[i] > 0.0f ? d[i] : 0.0f;
 }
 
 /* ---- residual ---- */
@@ -254,4 +276,10 @@ void dropout_forward(float *out, const float *inp, const float *mask, size_t n) 
 void dropout_backward(float *dinp, const float *dout, const float *mask, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
     for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * mask[i];
+}
+
+/* dinp = dout * mask (dropout_backward into a zeroed buffer). */
+void dropout_backward_set(float *dinp, const float *dout, const float *mask, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dinp[i] = dout[i] * mask[i];
 }

@@ -74,4 +74,20 @@ static inline float ops_dot(const float *a, const float *b, int n) {
     return s;
 }
 
+/* ---- overwrite variants for model.c ----
+ * ops.h kernels accumulate into their gradients (the caller zeroes them).
+ * For the model's per-block scratch gradients that means a memset before
+ * every backward kernel — a serial pass over [N, C] or [N, F] each time.
+ * These variants SET their input gradient instead, with the same values as
+ * the ops.h kernel applied to a zeroed buffer. Parameter gradients (dw, db)
+ * still accumulate. */
+
+/* As linear_backward, but dinp = dout · w (sgemm beta = 0); dinp may be NULL. */
+void linear_backward_set(float *dinp, float *dw, float *db, const float *dout,
+                         const float *inp, const float *w, int N, int IN, int OUT);
+/* d = out > 0 ? d : 0 in place: relu_backward of d into a zeroed buffer. */
+void relu_backward_inplace(float *d, const float *out, size_t n);
+/* dinp = dout * mask. */
+void dropout_backward_set(float *dinp, const float *dout, const float *mask, size_t n);
+
 #endif
