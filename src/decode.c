@@ -204,7 +204,7 @@ static float row_log_normalizer(const float *l, int V) {
     for (int v = 1; v < V; v++) mx = l[v] > mx ? l[v] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int v = 0; v < V; v++) sum += ops_exp(l[v] - mx);
+    for (int v = 0; v < V; v++) sum += ops_exp_nonpos(l[v] - mx);
     return mx + logf(sum);
 }
 

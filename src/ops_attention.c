@@ -61,7 +61,7 @@ static void masked_softmax_row(float *row, int nvis, int S) {
         double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
         for (int j = 0; j < nvis; j++) {
-            const float e = ops_exp(row[j] - mx);
+            const float e = ops_exp_nonpos(row[j] - mx);
             row[j] = e;
             sum += e;
         }

@@ -63,6 +63,38 @@ static inline float ops_exp(float x) {
     return x != x ? x : y;
 }
 
+/* ops_exp for arguments x <= 0 or NaN — the max-subtracted logits of every
+ * softmax and log-sum-exp. Bit-identical to ops_exp there, with fewer vector
+ * operations in the hot loops: no upper clamp and no +INFINITY select
+ * (x <= 0 < 88.3). The lower clamp and the NaN select stay as in ops_exp:
+ * written as one condition (x < lo ? ...) GCC turns them into a branch and
+ * the loop no longer vectorises. */
+static inline float ops_exp_nonpos(float x) {
+    const float lo = -87.33654f;
+    const float xc = x > lo ? x : lo;
+    const float shifter = 12582912.0f;
+    const float t = xc * 1.44269504088896341f + shifter;
+    const float fn = t - shifter;
+    int32_t tbits, sbits;
+    memcpy(&tbits, &t, sizeof tbits);
+    memcpy(&sbits, &shifter, sizeof sbits);
+    float r = xc - fn * 0.693359375f;
+    r = r + fn * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    int32_t bits = (tbits - sbits + 127) << 23;
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    float y = p * two_n;
+    y = x < lo ? 0.0f : y;
+    return x != x ? x : y;
+}
+
 /* Dot product of two fp32 vectors with an fp32 accumulator, as sgemm does:
  * these are head-size (<= ~100) inner products, where fp32 rounding is far
  * below the noise of training; `omp simd` lets the reduction vectorise
