@@ -6,7 +6,10 @@
  * Build by hand after the library (from the worktree root):
  *   PKG_CONFIG_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig \
  *   gcc -O3 -march=native -fopenmp -D_POSIX_C_SOURCE=200809L -Isrc -Itests tests/bench_ops.c \
- *       build/libprojmt_core.a $(pkg-config --libs openblas) -lm -o build/bench_ops
+ *       build/libprojmt_core.a $(pkg-config --libs openblas) -lm \
+ *       -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -o build/bench_ops
+ *   (without the rpath the loader takes the system default libopenblas.so.0,
+ *   Debian's alternatives link — here the pthread build; check with ldd)
  *   OPENBLAS_CORETYPE=Haswell [PROJMT_BENCH_CPU=1 OMP_NUM_THREADS=1] ./build/bench_ops
  */
 #include "ops.h"

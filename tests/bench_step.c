@@ -12,9 +12,12 @@
  *
  * Build (from the worktree root, after the library):
  *   PKG_CONFIG_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig \
- *   g++ -O2 -fopenmp -Isrc tests/bench_step.c -x none build/libprojmt_core.a \
- *       $(pkg-config --libs openblas sentencepiece inih zlib) -lm -o build/bench_step
- *   (or simply: cmake --build build --target bench_step)
+ *   g++ -O2 -fopenmp -Isrc -x c tests/bench_step.c -x none build/libprojmt_core.a \
+ *       $(pkg-config --libs openblas sentencepiece inih zlib) -lm \
+ *       -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -o build/bench_step
+ *   The rpath matters: without it the loader takes the system default
+ *   libopenblas.so.0 (Debian's alternatives link, here the pthread build),
+ *   whatever pkg-config linked against. Check with ldd.
  */
 #include <stdio.h>
 #include <stdlib.h>
