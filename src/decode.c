@@ -156,11 +156,11 @@ static void self_attention(pmt_decoder *d, const pmt_attn_params *p, pmt_decoder
         linear_forward(d->v_new, d->ln, p->wv, p->bv, R, C, C);
         cache_put(c->k, d->k_new, R, d->cap, d->t, C);
         cache_put(c->v, d->v_new, R, d->cap, d->t, C);
-        attention_forward(d->att, d->attn_probs, d->q, c->k, c->v, d->self_klen, 0, R, 1, d->cap, C, m->NH,
+        attention_forward_few_queries(d->att, d->attn_probs, d->q, c->k, c->v, d->self_klen, 0, R, 1, d->cap, C, m->NH,
                           (float)(1.0 / sqrt((double)m->HS)));
     } else {
         cache_put(c->k, d->ln, R, d->cap, d->t, C);
-        projattn_forward(d->att, d->attn_probs, d->ln, c->k, site_log_sigma(d, p), d->self_klen, 0, R, 1,
+        projattn_forward_few_queries(d->att, d->attn_probs, d->ln, c->k, site_log_sigma(d, p), d->self_klen, 0, R, 1,
                          d->cap, C, m->NH);
     }
 }
@@ -172,10 +172,10 @@ static void cross_attention(pmt_decoder *d, const pmt_attn_params *p, const pmt_
     const int C = m->C;
     if (is_standard(d, PMT_SITE_DEC_CROSS)) {
         linear_forward(d->q, d->ln, p->wq, p->bq, d->rows, C, C);
-        attention_forward(d->att, d->attn_probs, d->q, c->cross_k, c->cross_v, d->src_len, 0, d->n_sent, d->beam,
+        attention_forward_few_queries(d->att, d->attn_probs, d->q, c->cross_k, c->cross_v, d->src_len, 0, d->n_sent, d->beam,
                           d->S, C, m->NH, (float)(1.0 / sqrt((double)m->HS)));
     } else {
-        projattn_forward(d->att, d->attn_probs, d->ln, d->enc_out, site_log_sigma(d, p), d->src_len, 0, d->n_sent,
+        projattn_forward_few_queries(d->att, d->attn_probs, d->ln, d->enc_out, site_log_sigma(d, p), d->src_len, 0, d->n_sent,
                          d->beam, d->S, C, m->NH);
     }
 }

@@ -180,27 +180,55 @@ static void softmax_backward_rows(float *g, int Sv, const float *p, int S, int32
 /* ---- standard attention ---- */
 
 /* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k, v [B*S, C], klen [B]. */
-void attention_forward(float *out, float *probs, const float *q, const float *k,
-                       const float *v, const int32_t *klen, int causal,
-                       int B, int T, int S, int C, int NH, float scale) {
+/* p [T, ldp] (first Sv columns) = alpha · q_h k_hᵀ by one dot product per
+ * (query, key): no transposed copy of the keys. For a handful of queries
+ * (the decoder: T = 1 or the beam) the Sv·HS scalar moves of the transpose
+ * cost more than all the arithmetic. */
+static void scores_by_dots(float *p, int ldp, const float *qh, const float *kh, float alpha,
+                           int T, int Sv, int C, int HS) {
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < Sv; j++)
+            p[(size_t)t * ldp + j] = alpha * ops_dot(qh + (size_t)t * C, kh + (size_t)j * C, HS);
+}
+
+static void attention_forward_impl(float *out, float *probs, const float *q, const float *k,
+                                   const float *v, const int32_t *klen, int causal,
+                                   int B, int T, int S, int C, int NH, float scale, int dots) {
     const int HS = C / NH;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             const int Sv = key_prefix(klen[b], S);
-            float kT[HS * Sv + 1];
             float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
             float *oh = HEAD(out, (size_t)b * T, C, h, HS);
-            transpose(kT, kh, Sv, HS, C);
+            float kT[dots ? 1 : HS * Sv + 1];
             memset(p, 0, sizeof(float) * T * S);
-            small_gemm(T, Sv, HS, scale, qh, C, kT, Sv, p, S);
+            if (dots) {
+                scores_by_dots(p, S, qh, kh, scale, T, Sv, C, HS);
+            } else {
+                transpose(kT, kh, Sv, HS, C);
+                small_gemm(T, Sv, HS, scale, qh, C, kT, Sv, p, S);
+            }
             softmax_rows(p, klen[b], causal, T, S);
             zero_head_rows(out, (size_t)b * T, T, C, h, HS);
             small_gemm(T, HS, Sv, 1.0f, p, S, HEAD(v, (size_t)b * S, C, h, HS), C, oh, C);
         }
     }
+}
+
+/* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k, v [B*S, C], klen [B]. */
+void attention_forward(float *out, float *probs, const float *q, const float *k,
+                       const float *v, const int32_t *klen, int causal,
+                       int B, int T, int S, int C, int NH, float scale) {
+    attention_forward_impl(out, probs, q, k, v, klen, causal, B, T, S, C, NH, scale, 0);
+}
+
+void attention_forward_few_queries(float *out, float *probs, const float *q, const float *k,
+                                   const float *v, const int32_t *klen, int causal,
+                                   int B, int T, int S, int C, int NH, float scale) {
+    attention_forward_impl(out, probs, q, k, v, klen, causal, B, T, S, C, NH, scale, 1);
 }
 
 /* dq [B*T, C], dk, dv [B*S, C] += ... (may all be one buffer when q = k = v).
@@ -261,26 +289,32 @@ static void sq_distances(float *d, int ldd, const float *qh, const float *kT, co
         for (int j = 0; j < Sv; j++) d[(size_t)t * ldd + j] += qn[t] + kn[j];
 }
 
-/* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k [B*S, C] (may be q),
- * log_sigma [NH], klen [B]. logit = −c (|q_t|² + |k_j|² − 2 q_t·k_j). */
-void projattn_forward(float *out, float *probs, const float *q, const float *k,
-                      const float *log_sigma, const int32_t *klen, int causal,
-                      int B, int T, int S, int C, int NH) {
+static void projattn_forward_impl(float *out, float *probs, const float *q, const float *k,
+                                  const float *log_sigma, const int32_t *klen, int causal,
+                                  int B, int T, int S, int C, int NH, int dots) {
     const int HS = C / NH;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             /* Only the visible key prefix: its norms, distances, weights. */
             const int Sv = key_prefix(klen[b], S);
-            float kT[HS * Sv + 1], qn[T + 1], kn[Sv + 1];
+            float qn[T + 1], kn[Sv + 1], kT[dots ? 1 : HS * Sv + 1];
             const float c = inv_two_sigma2(log_sigma, h);
             float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
-            transpose(kT, kh, Sv, HS, C);
             head_norms(qn, q, (size_t)b * T, T, C, h, HS);
             head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
-            sq_distances(p, S, qh, kT, qn, kn, T, Sv, C, HS);
+            if (dots) {
+                memset(p, 0, sizeof(float) * T * S);
+                scores_by_dots(p, S, qh, kh, -2.0f, T, Sv, C, HS);
+                for (int t = 0; t < T; t++)
+#pragma omp simd
+                    for (int j = 0; j < Sv; j++) p[(size_t)t * S + j] += qn[t] + kn[j];
+            } else {
+                transpose(kT, kh, Sv, HS, C);
+                sq_distances(p, S, qh, kT, qn, kn, T, Sv, C, HS);
+            }
             for (int t = 0; t < T; t++)
 #pragma omp simd
                 for (int j = 0; j < Sv; j++) p[(size_t)t * S + j] *= -c;
@@ -289,6 +323,20 @@ void projattn_forward(float *out, float *probs, const float *q, const float *k,
             small_gemm(T, HS, Sv, 1.0f, p, S, kh, C, HEAD(out, (size_t)b * T, C, h, HS), C);
         }
     }
+}
+
+/* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k [B*S, C] (may be q),
+ * log_sigma [NH], klen [B]. logit = −c (|q_t|² + |k_j|² − 2 q_t·k_j). */
+void projattn_forward(float *out, float *probs, const float *q, const float *k,
+                      const float *log_sigma, const int32_t *klen, int causal,
+                      int B, int T, int S, int C, int NH) {
+    projattn_forward_impl(out, probs, q, k, log_sigma, klen, causal, B, T, S, C, NH, 0);
+}
+
+void projattn_forward_few_queries(float *out, float *probs, const float *q, const float *k,
+                                  const float *log_sigma, const int32_t *klen, int causal,
+                                  int B, int T, int S, int C, int NH) {
+    projattn_forward_impl(out, probs, q, k, log_sigma, klen, causal, B, T, S, C, NH, 1);
 }
 
 /* One (b, h) task of projattn_backward; returns its contribution to

@@ -122,4 +122,17 @@ void relu_backward_inplace(float *d, const float *out, size_t n);
 /* dinp = dout * mask. */
 void dropout_backward_set(float *dinp, const float *dout, const float *mask, size_t n);
 
+/* ---- attention forward for a few queries per sentence (the decoder) ----
+ * Same contract and arguments as attention_forward / projattn_forward, but
+ * the q·k scores are one dot product per (query, key) instead of a
+ * transposed copy of the keys and a small GEMM: much cheaper when T is 1
+ * (self-attention step) or the beam (cross-attention), more expensive for
+ * training shapes. Equal up to fp32 rounding (another summation order). */
+void attention_forward_few_queries(float *out, float *probs, const float *q, const float *k,
+                                   const float *v, const int32_t *klen, int causal,
+                                   int B, int T, int S, int C, int NH, float scale);
+void projattn_forward_few_queries(float *out, float *probs, const float *q, const float *k,
+                                  const float *log_sigma, const int32_t *klen, int causal,
+                                  int B, int T, int S, int C, int NH);
+
 #endif
