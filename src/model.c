@@ -382,7 +382,23 @@ const float *pmt_model_attention_weights(const pmt_model *m, int site, int layer
     return site == PMT_SITE_DEC_SELF ? A->dec[layer].self.probs : A->dec[layer].cross.probs;
 }
 
-void pmt_model_zero_grad(pmt_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+/* Zeroes n floats; large buffers in parallel chunks (a serial memset of a
+ * [rows, C] gradient would leave the other threads idle). */
+static void zero(float *p, size_t n) {
+    enum { CHUNK = 1 << 16 };   /* floats per task: 256 KiB */
+    if (n < 4 * (size_t)CHUNK) {
+        memset(p, 0, n * sizeof(float));
+        return;
+    }
+    const long nchunk = (long)((n + CHUNK - 1) / CHUNK);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < nchunk; i++) {
+        const size_t lo = (size_t)i * CHUNK, len = n - lo < (size_t)CHUNK ? n - lo : (size_t)CHUNK;
+        memset(p + lo, 0, len * sizeof(float));
+    }
+}
+
+void pmt_model_zero_grad(pmt_model *m) { zero(m->grads, m->n_params); }
 
 /* Gradient pointer of a parameter pointer (same offset in the grads buffer). */
 static inline float *grad_of(const pmt_model *m, const float *param) {
@@ -544,7 +560,6 @@ double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t d
 /* ------------------------------------------------------------------ */
 /* backward                                                            */
 
-static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
 
 /* Back-propagates one attention sublayer from d_sub = d(att-output-after-W_O)
  * to d(LN output) in A->d_ln (overwritten) and, for cross-attention, into
