@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <omp.h>
 
 #include <cblas.h>
 
@@ -37,6 +38,18 @@ static double cpu_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU time of each OpenMP pool thread (the OpenMP OpenBLAS build runs its
+ * GEMMs on the same threads): with OMP_WAIT_POLICY=passive, waiting threads
+ * sleep, so thread 0 minus the others approximates the serial work. */
+static void thread_cpu(double *t) {
+#pragma omp parallel
+    {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        t[omp_get_thread_num()] = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
 }
 
 static int cmp(const void *a, const void *b) {
@@ -93,9 +106,10 @@ int main(int argc, char **argv) {
     }
     double *w[4], *c[4];
     for (int k = 0; k < 4; k++) { w[k] = calloc((size_t)steps, sizeof(double)); c[k] = calloc((size_t)steps, sizeof(double)); }
-    double flops = 0, loss = 0;
+    double flops = 0, loss = 0, th0[64] = {0}, th1[64] = {0};
     for (int i = 0; i < warmup + steps; i++) {
         const pmt_batch *b = pmt_batcher_fill(&bt, 0, i);
+        if (i == warmup) thread_cpu(th0);
         double tw[4], tc[4];
         pmt_stats st;
         tw[0] = pmt_now_seconds(); tc[0] = cpu_s();
@@ -114,6 +128,10 @@ int main(int argc, char **argv) {
             flops += pmt_model_train_flops(&cfg, V, b->B, b->S, b->T);
         }
     }
+    thread_cpu(th1);
+    printf("  per-thread CPU over the timed steps (ms/step):");
+    for (int t = 0; t < threads && t < 64; t++) printf(" %.1f", 1e3 * (th1[t] - th0[t]) / steps);
+    printf("\n");
     if (getenv("HASH")) {   /* bitwise fingerprint of the trained parameters and last gradients */
         uint64_t hp = 1469598103934665603ull, hg = hp;
         const unsigned char *bp = (const unsigned char *)m.params, *bg = (const unsigned char *)m.grads;
