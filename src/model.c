@@ -375,6 +375,13 @@ void pmt_model_output_probs(const pmt_model *m, float *out) {
     memcpy(out, m->act->logits, (size_t)m->act->B * m->act->T * m->V * sizeof(float));
 }
 
+const float *pmt_model_attention_weights(const pmt_model *m, int site, int layer) {
+    const pmt_model_activations *A = m->act;
+    if (site == PMT_SITE_ENC_SELF) return layer < m->cfg.enc_layers ? A->enc[layer].self.probs : NULL;
+    if (layer >= m->cfg.dec_layers) return NULL;
+    return site == PMT_SITE_DEC_SELF ? A->dec[layer].self.probs : A->dec[layer].cross.probs;
+}
+
 void pmt_model_zero_grad(pmt_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
 
 /* Gradient pointer of a parameter pointer (same offset in the grads buffer). */

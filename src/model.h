@@ -125,6 +125,12 @@ void pmt_model_zero_grad(pmt_model *m);
  * (valid until pmt_model_backward, which reuses that buffer for dlogits). */
 void pmt_model_output_probs(const pmt_model *m, float *out);
 
+/* Attention weights of the last forward pass at one site of one layer
+ * (site: PMT_SITE_*; layer indexes the encoder for ENC_SELF, else the
+ * decoder): a pointer into the arena, shaped [B, NH, Tq, Tk] with Tq/Tk the
+ * batch's S or T as the site implies; valid until the next forward pass. */
+const float *pmt_model_attention_weights(const pmt_model *m, int site, int layer);
+
 /* Encoder only: writes the final encoder output [B*S, C] into enc_out
  * (caller-owned), for decoding. */
 void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len,

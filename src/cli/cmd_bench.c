@@ -1,9 +1,134 @@
-/* cmd_bench.c — `projmt bench` (placeholder until its issue lands). */
+/*
+ * cmd_bench.c — `projmt bench`: training speed of the attention forms on the
+ * same batches in one process, against this machine's sgemm peak measured in
+ * the same run.
+ */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
 #include "commands.h"
+#include "config.h"
+#include "corpus.h"
+#include "runtime.h"
+#include "spm.h"
+
+static void usage(void) {
+    printf("usage: projmt bench [--config FILE] [--steps N] [--warmup N] [--modes LIST] [--synthetic] [--json] [options]\n"
+           "  Trains --steps timed optimizer steps (after --warmup untimed ones) per attention mode on the\n"
+           "  same batches (the first batches of <data-dir>/train.tok, or synthetic spa-eng-like batches),\n"
+           "  and prints parameters, FLOPs per token, ms per step (median), tokens/s, GFLOP/s, %% of the\n"
+           "  sgemm peak measured in the same run, peak resident memory, and the time ratio to the first mode.\n"
+           "  --modes: comma-separated from standard, projection, proj-self, proj-cross, learned\n"
+           "           (default standard,projection)\n\n");
+    pmt_config_print_help(stdout, "model,train");
+}
+
+/* Applies a mode name to a config; -1 if unknown. */
+static int apply_mode(pmt_config *cfg, const char *mode) {
+    int std = PMT_ATTN_STANDARD, proj = PMT_ATTN_PROJECTION;
+    int kinds[PMT_SITES];
+    int learned = 0;
+    if (!strcmp(mode, "standard")) { kinds[0] = kinds[1] = kinds[2] = std; }
+    else if (!strcmp(mode, "projection")) { kinds[0] = kinds[1] = kinds[2] = proj; }
+    else if (!strcmp(mode, "proj-self")) { kinds[0] = kinds[1] = proj; kinds[2] = std; }
+    else if (!strcmp(mode, "proj-cross")) { kinds[0] = kinds[1] = std; kinds[2] = proj; }
+    else if (!strcmp(mode, "learned")) { kinds[0] = kinds[1] = kinds[2] = proj; learned = 1; }
+    else return -1;
+    memcpy(cfg->site_kind, kinds, sizeof kinds);
+    cfg->sigma_learned = learned;
+    return 0;
+}
+
+static void print_result(const pmt_bench_result *r, double base_ms) {
+    printf("%-34s params %9zu | %7.2f MFLOP/tok | %8.1f ms/step | %8.0f tok/s | %6.1f GFLOP/s = %5.1f%% of peak | "
+           "peak RSS %6.0f MiB | time ratio %.3f\n",
+           r->mode, r->params, r->flops_per_token / 1e6, r->ms_per_step, r->tokens_per_s, r->gflops, r->pct_of_peak,
+           r->peak_rss_mib, r->ms_per_step / base_ms);
+}
+
+static void print_json(const pmt_bench_result *r, int n, double peak, int threads, int synthetic) {
+    printf("{\"sgemm_peak_gflops\":%.2f,\"threads\":%d,\"batches\":\"%s\",\"modes\":[", peak, threads,
+           synthetic ? "synthetic" : "corpus");
+    for (int i = 0; i < n; i++)
+        printf("%s{\"mode\":\"%s\",\"params\":%zu,\"flops_per_token\":%.0f,\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,"
+               "\"gflops\":%.3f,\"pct_of_peak\":%.2f,\"peak_rss_mib\":%.1f,\"time_ratio\":%.4f}",
+               i ? "," : "", r[i].mode, r[i].params, r[i].flops_per_token, r[i].ms_per_step, r[i].tokens_per_s,
+               r[i].gflops, r[i].pct_of_peak, r[i].peak_rss_mib, r[i].ms_per_step / r[0].ms_per_step);
+    printf("]}\n");
+}
+
+/* Vocabulary size from the prepared data's spm.model, or the config's. */
+static int vocab_size(const pmt_config *cfg) {
+    char path[PMT_PATH_MAX + 16], err[256];
+    snprintf(path, sizeof path, "%s/spm.model", cfg->data_dir);
+    pmt_spm *spm = access(path, R_OK) == 0 ? pmt_spm_load_file(path, err, sizeof err) : NULL;
+    if (!spm) return cfg->vocab_size;
+    int V = pmt_spm_vocab_size(spm);
+    pmt_spm_free(spm);
+    return V;
+}
 
 int cmd_bench(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "projmt bench: not built yet\n");
-    return 2;
+    pmt_config cfg;
+    char err[512];
+    int help, dump;
+    const char *extra[] = {"steps=", "warmup=", "modes=", "synthetic", "json", NULL};
+    const char *val[5];
+    pmt_config_defaults(&cfg);
+    if (pmt_config_parse_args(&cfg, argc, argv, extra, val, &help, &dump, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt bench: %s\n", err);
+        return 2;
+    }
+    if (help) { usage(); return 0; }
+    if (dump) { pmt_config_dump(&cfg, stdout); return 0; }
+    int steps = val[0] ? atoi(val[0]) : 10, warmup = val[1] ? atoi(val[1]) : 2;
+    const char *modes = val[2] ? val[2] : "standard,projection";
+    int synthetic = val[3] != NULL, json = val[4] != NULL;
+    if (steps < 1 || warmup < 0) { fprintf(stderr, "projmt bench: --steps must be >= 1 and --warmup >= 0\n"); return 2; }
+    if (pmt_config_validate(&cfg, err, sizeof err) != 0) { fprintf(stderr, "projmt bench: %s\n", err); return 2; }
+
+    int threads = pmt_set_threads(cfg.threads);
+    pmt_corpus corpus;
+    int have_corpus = 0;
+    if (!synthetic) {
+        char path[PMT_PATH_MAX + 16];
+        snprintf(path, sizeof path, "%s/train.tok", cfg.data_dir);
+        if (access(path, R_OK) == 0) {
+            if (pmt_corpus_load(&corpus, path, err, sizeof err) != 0) { fprintf(stderr, "projmt bench: %s\n", err); return 1; }
+            have_corpus = 1;
+        } else {
+            fprintf(stderr, "projmt bench: %s not found; using synthetic batches (run projmt prepare for real ones)\n", path);
+        }
+    }
+    int V = vocab_size(&cfg);
+    double peak = pmt_bench_sgemm_peak(2048, 7);
+    printf("projmt bench: %d threads, sgemm peak %.1f GFLOP/s (2048^3, median of 7), batch %d tokens, %s batches, "
+           "vocab %d, %d timed steps after %d warm-up\n",
+           threads, peak, cfg.batch_tokens, have_corpus ? "corpus" : "synthetic", V, steps, warmup);
+
+    pmt_bench_result results[8];
+    int n = 0, rc = 0;
+    char list[256];
+    snprintf(list, sizeof list, "%s", modes);
+    for (char *save = NULL, *mode = strtok_r(list, ",", &save); mode && n < 8; mode = strtok_r(NULL, ",", &save)) {
+        pmt_config mcfg = cfg;
+        if (apply_mode(&mcfg, mode) != 0) { fprintf(stderr, "projmt bench: unknown mode '%s'\n", mode); rc = 2; break; }
+        if (pmt_bench_train(&mcfg, have_corpus ? &corpus : NULL, V, warmup, steps, peak, &results[n], err, sizeof err) != 0) {
+            fprintf(stderr, "projmt bench: %s\n", err);
+            rc = 1;
+            break;
+        }
+        print_result(&results[n], results[0].ms_per_step);
+        fflush(stdout);
+        n++;
+    }
+    if (rc == 0 && n > 1)
+        printf("time ratio %s / %s = %.3f (FLOP ratio %.3f)\n", results[1].mode, results[0].mode,
+               results[1].ms_per_step / results[0].ms_per_step, results[1].flops_per_token / results[0].flops_per_token);
+    if (rc == 0 && json) print_json(results, n, peak, threads, !have_corpus);
+    if (have_corpus) pmt_corpus_free(&corpus);
+    return rc;
 }

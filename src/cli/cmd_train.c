@@ -1,9 +1,56 @@
-/* cmd_train.c — `projmt train` (placeholder until its issue lands). */
+/*
+ * cmd_train.c — `projmt train`: options → pmt_config → pmt_train_from_dir.
+ *
+ * Exit status: 0 when a stop criterion was reached; 128 + signal number
+ * (130 for Ctrl-C, 143 for SIGTERM) when stopped by a signal — last.ckpt is
+ * then saved and the same command resumes; 1 on an error (message on
+ * stderr); 2 on bad options.
+ */
 #include <stdio.h>
+
 #include "commands.h"
+#include "config.h"
+#include "train.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: projmt train [--config FILE] [options]\n\n"
+            "Trains on <data_dir>/{train,valid}.tok with <data_dir>/spm.model, writing\n"
+            "<save_dir>/{last,best}.ckpt and <save_dir>/train.tsv. If <save_dir>/last.ckpt\n"
+            "exists, training resumes from it (same model, seed, batch_tokens, max_len);\n"
+            "Ctrl-C saves last.ckpt and stops.\n\n"
+            "options:\n"
+            "  %-26s %s\n  %-26s %s\n  %-26s %s\n  %-26s %s\n  %-26s %s\n",
+            "--config FILE", "INI file (flags override it)", "--fresh",
+            "start over in save_dir, ignoring last.ckpt and train.tsv", "--quiet", "no progress output",
+            "--dump-config", "print the effective config and exit", "--help", "this help");
+    pmt_config_print_help(out, "data,model,train");
+}
 
 int cmd_train(int argc, char **argv) {
-    (void)argc; (void)argv;
-    fprintf(stderr, "projmt train: not built yet\n");
-    return 2;
+    static const char *const extra[] = {"fresh", "quiet", NULL};
+    const char *extra_val[3];
+    pmt_config cfg;
+    char err[1024];
+    int help, dump;
+    pmt_config_defaults(&cfg);
+    if (pmt_config_parse_args(&cfg, argc, argv, extra, extra_val, &help, &dump, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt train: %s\n", err);
+        return 2;
+    }
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    if (dump) {
+        pmt_config_dump(&cfg, stdout);
+        return 0;
+    }
+    pmt_train_options opt = {extra_val[0] != NULL, extra_val[1] != NULL, 1};
+    pmt_train_result res;
+    if (pmt_train_from_dir(&cfg, &opt, NULL, &res, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt train: %s\n", err);
+        return 1;
+    }
+    return res.stop == PMT_TRAIN_INTERRUPTED ? 128 + (res.signal > 0 ? res.signal : 2) : 0;
 }
