@@ -47,7 +47,8 @@ typedef struct pmt_log_row {
 /* Opens path for appending, keeping the header and rows with step <=
  * keep_through (keep_through < 0: start a new table). 0, or -1 with err. */
 int pmt_trainlog_open(pmt_trainlog *l, const char *path, int64_t keep_through, int quiet, char *err, size_t errlen);
-/* Appends and flushes one row; 0, or -1 with err (disk full, ...). */
+/* Appends and flushes one row; 0, or -1 with err (disk full, ...). A log
+ * that was never opened (zeroed: data-parallel ranks other than 0) ignores it. */
 int pmt_trainlog_row(pmt_trainlog *l, const pmt_log_row *row, char *err, size_t errlen);
 /* Closes the table; 0, or -1 with err if the final flush failed. */
 int pmt_trainlog_close(pmt_trainlog *l, char *err, size_t errlen);

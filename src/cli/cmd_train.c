@@ -5,11 +5,16 @@
  * (130 for Ctrl-C, 143 for SIGTERM) when stopped by a signal — last.ckpt is
  * then saved and the same command resumes; 1 on an error (message on
  * stderr); 2 on bad options.
+ *
+ * Under mpirun (scripts/train_mpi.sh) every rank runs this command and they
+ * train one model data-parallel (dist.h); an error on any rank ends the whole
+ * job, so no rank waits forever for one that gave up.
  */
 #include <stdio.h>
 
 #include "commands.h"
 #include "config.h"
+#include "dist.h"
 #include "train.h"
 
 static void usage(FILE *out) {
@@ -27,7 +32,7 @@ static void usage(FILE *out) {
     pmt_config_print_help(out, "data,model,train");
 }
 
-int cmd_train(int argc, char **argv) {
+static int train_command(int argc, char **argv) {
     static const char *const extra[] = {"fresh", "quiet", NULL};
     const char *extra_val[3];
     pmt_config cfg;
@@ -53,4 +58,16 @@ int cmd_train(int argc, char **argv) {
         return 1;
     }
     return res.stop == PMT_TRAIN_INTERRUPTED ? 128 + (res.signal > 0 ? res.signal : 2) : 0;
+}
+
+int cmd_train(int argc, char **argv) {
+    char err[256];
+    if (pmt_dist_init(&argc, &argv, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt train: %s\n", err);
+        return 1;
+    }
+    int rc = train_command(argc, argv);
+    if (rc == 1 && pmt_dist_size() > 1) pmt_dist_abort("training failed (reason above); stopping every rank");
+    pmt_dist_finalize();
+    return rc;
 }
