@@ -43,12 +43,13 @@ static int train_command(int argc, char **argv) {
         fprintf(stderr, "projmt train: %s\n", err);
         return 2;
     }
+    /* Under mpirun every rank parses the options; one copy of the answer is enough. */
     if (help) {
-        usage(stdout);
+        if (pmt_dist_is_root()) usage(stdout);
         return 0;
     }
     if (dump) {
-        pmt_config_dump(&cfg, stdout);
+        if (pmt_dist_is_root()) pmt_config_dump(&cfg, stdout);
         return 0;
     }
     pmt_train_options opt = {extra_val[0] != NULL, extra_val[1] != NULL, 1};
