@@ -6,7 +6,6 @@
  */
 #include "train.h"
 
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -21,6 +20,7 @@
 #include "checkpoint.h"
 #include "dist.h"
 #include "rng.h"
+#include "runtime.h"
 #include "spm.h"
 #include "trainlog.h"
 
@@ -54,13 +54,6 @@ typedef struct trainer {
 
 /* ------------------------------------------------------------------ */
 /* set-up                                                              */
-
-static void use_threads(int threads) {
-    /* Alone: every core. Several ranks on one machine share its cores. */
-    int n = threads > 0 ? threads : pmt_dist_default_threads();
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
-}
 
 /* mkdir -p */
 static int make_dirs(const char *path, char *err, size_t errlen) {
@@ -223,7 +216,7 @@ static uint64_t dropout_seed(uint64_t seed, int64_t step, int micro) {
     return pmt_splitmix64(pmt_splitmix64(seed ^ 0x64726f706f7574ULL) + (uint64_t)step * 1000003ULL + (uint64_t)micro);
 }
 
-static double elapsed(const trainer *t) { return t->elapsed_base + (pmt_now() - t->session_start); }
+static double elapsed(const trainer *t) { return t->elapsed_base + (pmt_now_seconds() - t->session_start); }
 
 static double epochs_done(const trainer *t) {
     return (double)t->st.epoch + (double)t->st.batch / (double)t->train_b.n_batches;
@@ -248,7 +241,7 @@ static void combine_ranks(trainer *t, pmt_stats *sum, int64_t *tokens, double de
  * an epoch, so epochs end on a step) and applies the optimizer. */
 static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
     pmt_train_state *st = &t->st;
-    const double start = pmt_now();
+    const double start = pmt_now_seconds();
     const int epoch = (int)st->epoch, first = (int)st->batch;
     int group = t->train_b.n_batches - first;
     if (group > t->cfg.accum) group = t->cfg.accum;
@@ -286,7 +279,7 @@ static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
         st->batch = 0;
     }
     st->tokens_seen += tokens;
-    const double seconds = pmt_now() - start;
+    const double seconds = pmt_now_seconds() - start;
     t->session_tokens += tokens;
     t->session_step_seconds += seconds;
     st->win_seconds += seconds;
@@ -314,7 +307,7 @@ static pmt_log_row empty_row(const trainer *t, const char *kind) {
 static double eta_seconds(const trainer *t) {
     const pmt_config *c = &t->cfg;
     int64_t done = t->st.step - t->session_first_step;
-    double per_step = done > 0 ? (pmt_now() - t->session_start) / (double)done : NAN, eta = INFINITY;
+    double per_step = done > 0 ? (pmt_now_seconds() - t->session_start) / (double)done : NAN, eta = INFINITY;
     if (c->max_steps > 0) eta = fmin(eta, (double)(c->max_steps - t->st.step) * per_step);
     if (c->epochs > 0) {
         int64_t left = (int64_t)(c->epochs - t->st.epoch) * t->steps_per_epoch -
@@ -322,7 +315,7 @@ static double eta_seconds(const trainer *t) {
         eta = fmin(eta, (double)left * per_step);
     }
     if (c->minutes > 0) eta = fmin(eta, c->minutes * 60.0 - elapsed(t));
-    return eta;
+    return eta > 0 ? eta : 0;
 }
 
 static void format_progress(const trainer *t, char *line, size_t len) {
@@ -377,8 +370,8 @@ static void check_ranks_agree(const trainer *t) {
 static int save_last(trainer *t, char *err, size_t errlen) {
     t->st.elapsed_seconds = elapsed(t);
     check_ranks_agree(t);
-    if (pmt_dist_is_root() && pmt_checkpoint_save(t->last_path, &t->model, t->data->spm, t->data->spm_size, &t->optim, &t->st, err,
-                            errlen) != 0)
+    if (pmt_dist_is_root() && pmt_checkpoint_save(t->last_path, &t->model, t->data->spm, t->data->spm_size,
+                                                  &t->optim, &t->st, err, errlen) != 0)
         return -1;
     t->last_saved_step = t->st.step;
     return 0;
@@ -441,8 +434,8 @@ static int validate(trainer *t, char *err, size_t errlen) {
         t->st.best_metric = value;
         t->st.stale_validations = 0;
         t->st.elapsed_seconds = elapsed(t);
-        if (pmt_dist_is_root() && pmt_checkpoint_save(t->best_path, &t->model, t->data->spm, t->data->spm_size, NULL, &t->st, err,
-                                errlen) != 0)
+        if (pmt_dist_is_root() && pmt_checkpoint_save(t->best_path, &t->model, t->data->spm, t->data->spm_size,
+                                                      NULL, &t->st, err, errlen) != 0)
             return -1;
     } else {
         t->st.stale_validations++;
@@ -620,10 +613,11 @@ int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_t
     t->data = data;
     t->opt = opt ? opt : &default_opt;
     t->hooks = hooks ? hooks : &no_hooks;
-    t->session_start = pmt_now();
+    t->session_start = pmt_now_seconds();
     t->valid_loss = t->valid_accuracy = NAN;
     memset(res, 0, sizeof *res);
-    use_threads(cfg->threads);
+    /* Alone: every core. Several ranks on one machine share its cores. */
+    pmt_set_threads(cfg->threads > 0 ? cfg->threads : pmt_dist_default_threads());
 
     struct sigaction old_int, old_term, sa;
     memset(&sa, 0, sizeof sa);

@@ -9,19 +9,14 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "runtime.h"
 
 static const char HEADER[] =
     "kind\tstep\tepoch\tloss\taccuracy\tperplexity\tlr\tgrad_norm\ttokens_per_s\telapsed_s\tbleu\tchrf\n";
 /* The live line is redrawn at most this often (seconds). */
 #define LIVE_INTERVAL 0.2
-
-double pmt_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Step number of a data row ("train\t123\t..."), or -1 for anything else. */
 static int64_t row_step(const char *line) {
@@ -121,7 +116,7 @@ int pmt_trainlog_close(pmt_trainlog *l, char *err, size_t errlen) {
 
 void pmt_progress_live(pmt_trainlog *l, const char *line, int force) {
     if (!l->tty) return;
-    double now = pmt_now();
+    double now = pmt_now_seconds();
     if (!force && l->live && now - l->last_draw < LIVE_INTERVAL) return;
     fprintf(stderr, "\r%s\033[K", line);
     fflush(stderr);

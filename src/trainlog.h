@@ -62,7 +62,5 @@ void pmt_progress_message(pmt_trainlog *l, const char *fmt, ...) __attribute__((
 
 /* Seconds as "4m10s" / "2h05m" / "37s" into buf. */
 void pmt_format_duration(double seconds, char *buf, size_t len);
-/* Monotonic clock in seconds. */
-double pmt_now(void);
 
 #endif
