@@ -8,7 +8,8 @@
 #   -H HOSTFILE  machines to run on (scripts/hostfile.example); without it
 #                every rank runs here
 #   environment: PROJMT (default build/projmt), MPIRUN (default mpirun),
-#                MPIRUN_ARGS (extra mpirun options, e.g. "--mca btl_tcp_if_include eth0")
+#                MPIRUN_ARGS (extra mpirun options, e.g. "--mca btl_tcp_if_include eth0"),
+#                PROJMT_STOP_GRACE (seconds ranks get to save after Ctrl-C; 120)
 #
 # Each rank loads --data-dir itself (same path and same files on every
 # machine); only rank 0 writes --save-dir. Threads per rank default to this
@@ -23,7 +24,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         -n) ranks=${2:?-n needs a number}; shift 2 ;;
         -H|--hostfile) hostfile=${2:?-H needs a file}; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --) shift; break ;;
         *) break ;;
     esac
@@ -50,6 +51,11 @@ fi
 # Ranks set their own thread counts (dist.h); mpirun's default binding of
 # 1-2 ranks to single cores would squeeze a rank's threads onto one core.
 args+=(--bind-to none)
+# Ctrl-C / SIGTERM on mpirun reach every rank as SIGTERM: each finishes its
+# step, rank 0 saves last.ckpt, all exit. mpirun's default grace before
+# SIGKILL is 1 s, shorter than a step; PROJMT_STOP_GRACE seconds (default
+# 120) leave time for the step and the save.
+args+=(--mca odls_base_sigkill_timeout "${PROJMT_STOP_GRACE:-120}")
 # Every rank, remote ones included, sees the same library settings.
 for var in OPENBLAS_CORETYPE OMP_WAIT_POLICY LD_LIBRARY_PATH; do
     [ -n "${!var:-}" ] && args+=(-x "$var")

@@ -37,7 +37,7 @@
  * or the MPI library lacks MPI_THREAD_FUNNELED). May remove MPI's own
  * arguments from argc/argv. */
 int pmt_dist_init(int *argc, char ***argv, char *err, size_t errlen);
-/* Leaves the job (MPI_Finalize after a barrier); a no-op when not in one. */
+/* Leaves the job (MPI_Finalize, which waits for every rank); a no-op when not in one. */
 void pmt_dist_finalize(void);
 
 int pmt_dist_rank(void);            /* 0 .. size-1; 0 before init */
