@@ -35,8 +35,10 @@ for rep in $(seq 1 "$reps"); do
     echo "rep $rep: 1x$cores $one tok/s | ${cores}x1 $many tok/s | all-reduce ms/step, % of step: $ar"
 done | tee "$work/reps.txt"
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-one=$(awk '{ print $3 }' "$work/reps.txt" | median)
-many=$(awk '{ print $7 }' "$work/reps.txt" | median)
+# Fields of a rep line: 4 = 1-rank tok/s, 8 = many-rank tok/s, last two = all-reduce ms and %.
+one=$(awk '{ print $4 }' "$work/reps.txt" | median)
+many=$(awk '{ print $8 }' "$work/reps.txt" | median)
+ratio=$(awk '{ print $8 / $4 }' "$work/reps.txt" | median)
 ms=$(awk '{ print $(NF - 1) }' "$work/reps.txt" | median)
 share=$(awk '{ print $NF }' "$work/reps.txt" | median)
-echo "median: 1x$cores $one tok/s, ${cores}x1 $many tok/s (ratio $(awk -v a="$many" -v b="$one" 'BEGIN { printf "%.2f", a / b }')), all-reduce $ms ms/step = $share% of the step"
+echo "median: 1x$cores $one tok/s, ${cores}x1 $many tok/s, ratio of the same rep ${ratio}; all-reduce $ms ms/step = $share% of the step"
