@@ -9,7 +9,7 @@
 #                every rank runs here
 #   environment: PROJMT (default build/projmt), MPIRUN (default mpirun),
 #                MPIRUN_ARGS (extra mpirun options, e.g. "--mca btl_tcp_if_include eth0"),
-#                PROJMT_STOP_GRACE (seconds ranks get to save after Ctrl-C; 120)
+#                PROJMT_STOP_GRACE (seconds ranks get to save after Ctrl-C; 10)
 #
 # Each rank loads --data-dir itself (same path and same files on every
 # machine); only rank 0 writes --save-dir. Threads per rank default to this
@@ -35,7 +35,11 @@ mpirun=${MPIRUN:-mpirun}
 die() { echo "train_mpi.sh: $*" >&2; exit 2; }
 command -v "$mpirun" >/dev/null 2>&1 || die "'$mpirun' not found: install Open MPI (apt-get install openmpi-bin libopenmpi-dev)"
 [ -x "$projmt" ] || die "'$projmt' not found: build first (cmake -B build -S . && cmake --build build -j)"
-ldd "$projmt" 2>/dev/null | grep -q libmpi || die "'$projmt' was built without MPI: install libopenmpi-dev and rebuild"
+# (not `ldd | grep -q`: with pipefail, grep's early exit can fail the pipe)
+case "$(ldd "$projmt" 2>/dev/null)" in
+    *libmpi*) ;;
+    *) die "'$projmt' was built without MPI: install libopenmpi-dev and rebuild" ;;
+esac
 [ -z "$hostfile" ] || [ -r "$hostfile" ] || die "cannot read hostfile '$hostfile'"
 
 args=()
@@ -54,8 +58,8 @@ args+=(--bind-to none)
 # Ctrl-C / SIGTERM on mpirun reach every rank as SIGTERM: each finishes its
 # step, rank 0 saves last.ckpt, all exit. mpirun's default grace before
 # SIGKILL is 1 s, shorter than a step; PROJMT_STOP_GRACE seconds (default
-# 120) leave time for the step and the save.
-args+=(--mca odls_base_sigkill_timeout "${PROJMT_STOP_GRACE:-120}")
+# 10) leave time for the step and the save.
+args+=(--mca odls_base_sigkill_timeout "${PROJMT_STOP_GRACE:-10}")
 # Every rank, remote ones included, sees the same library settings.
 for var in OPENBLAS_CORETYPE OMP_WAIT_POLICY LD_LIBRARY_PATH; do
     [ -n "${!var:-}" ] && args+=(-x "$var")
