@@ -129,12 +129,20 @@ def get(obj, *keys):
     return obj
 
 
+def translation_speed(run):
+    """Sentences per second translating the test sentences, with the beam."""
+    seconds, sentences = get(run, "bleu_test", "seconds"), get(run, "bleu_test", "sentences")
+    if not seconds or not sentences:
+        return DASH
+    return f"{sentences / seconds:,.1f} (beam {get(run, 'bleu_test', 'beam_size')})"
+
+
 def speed_table(runs):
     ref = next((r for r in runs if r["label"] == "standard"), runs[0])
     lines = ["| mode | attention (enc self / dec self / cross) | parameters | MFLOP/token (train) "
              "| tokens/s | ms/step | time/epoch | training time | time ratio | bench ms/step | bench tokens/s "
-             "| bench ratio |",
-             "|" + "---|" * 12]
+             "| bench ratio | translation sent./s |",
+             "|" + "---|" * 13]
     for r in runs:
         params = get(r, "test", "params")
         flops = get(r, "test", "train_flops_per_token")
@@ -145,11 +153,12 @@ def speed_table(runs):
                      f"| {fmt(flops, '.2f', 1e-6)} | {fmt(r['tokens_per_s'], ',.0f')} | {fmt(r['ms_per_step'], '.1f')} "
                      f"| {duration(r['epoch_time'])} | {duration(r['elapsed'])} | {fmt(ratio, '.3f')} "
                      f"| {fmt(bench_ms, '.1f')} | {fmt(get(r, 'bench', 'tokens_per_s'), ',.0f')} "
-                     f"| {fmt(bench_ratio, '.3f')} |")
+                     f"| {fmt(bench_ratio, '.3f')} | {translation_speed(r)} |")
     note = (f"Time ratio: ms/step relative to `{ref['label']}`. From train.tsv: tokens/s is the median over "
             "its log windows (non-pad source + target tokens per second of training steps), ms/step the "
             "training time per step over the windows without a validation; time/epoch and training time "
-            "include validation. Bench columns: `projmt bench` on the same batches in one process.")
+            "include validation. Bench columns: `projmt bench` on the same batches in one process. Translation: "
+            "the test sentences translated for BLEU, model loading excluded.")
     return lines, note
 
 
