@@ -1,0 +1,376 @@
+/*
+ * test_decode.c — the incremental decoder and the search.
+ *
+ *  1. Incremental == teacher-forced: feeding the reference target token by
+ *     token through pmt_decoder_step gives the distribution of
+ *     pmt_model_forward (eval mode) at every position, for all 8 attention
+ *     combinations with fixed σ and the projection ones with learned σ;
+ *     with 2 rows per sentence (shared cross-attention keys), a beam reorder
+ *     (rows swapped) and a sentence dropped mid-way.
+ *  2. beam 1 == greedy, where greedy is recomputed here from scratch with
+ *     full teacher-forced passes over each growing prefix (no cache at all).
+ *  3. n-best lists are sorted, scores are logprob/(len+1)^α, batched search
+ *     equals one-by-one search, input order is kept, and sub-batching forced
+ *     by a small encoder arena changes nothing.
+ *  4. A tiny model overfitted in-test (Adam) to reverse a few sequences: beam
+ *     and greedy search both find the trained outputs.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "testutil.h"
+
+enum { V = 24 };
+
+static int make_model(pmt_model *m, const int kinds[PMT_SITES], int learned, int d_model, int layers,
+                      int max_rows, int max_len, uint64_t seed) {
+    pmt_config cfg;
+    char err[256];
+    pmt_config_defaults(&cfg);
+    cfg.d_model = d_model;
+    cfg.n_heads = 2;
+    cfg.d_ff = 2 * d_model;
+    cfg.enc_layers = layers;
+    cfg.dec_layers = layers;
+    cfg.dropout = 0.0;
+    cfg.label_smoothing = 0.0;
+    cfg.max_len = max_len;
+    cfg.batch_tokens = 4 * max_len;
+    cfg.sigma_learned = learned;
+    for (int s = 0; s < PMT_SITES; s++) cfg.site_kind[s] = kinds[s];
+    if (pmt_model_init(m, &cfg, V, max_rows, max_len, err, sizeof err) != 0) {
+        CHECK_MSG(0, "model init: %s", err);
+        return -1;
+    }
+    pmt_model_init_params(m, seed);
+    /* Non-trivial LayerNorm/bias/σ values so every parameter matters. */
+    for (int i = 0; i < m->n_tensors; i++) {
+        const pmt_tensor *t = &m->tensors[i];
+        if (t->cols == 1)
+            for (size_t j = 0; j < t->size; j++) m->params[t->offset + j] += 0.2f * (float)sin(1.3 * (double)(j + 5 * i));
+    }
+    return 0;
+}
+
+static int32_t lcg_token(unsigned *state) {
+    *state = *state * 1103515245u + 12345u;
+    return 4 + (int32_t)((*state >> 16) % (V - 4));
+}
+
+/* ---------------------------------------------------------------- */
+/* 1. incremental == teacher-forced                                  */
+
+enum { NS = 3, HYP = 2, TB = NS * HYP, SMAX = 6, TMAX = 7 };
+
+/* Teacher-forced batch of NS sources × HYP targets each (row b = i*HYP + k). */
+static void make_forced_batch(pmt_batch *b, int32_t *src, int32_t *slen, int32_t *tin, int32_t *tout,
+                              int32_t *tlen) {
+    const int src_lens[NS] = {6, 2, 4}, tgt_lens[TB] = {7, 5, 3, 6, 7, 1};
+    unsigned st = 11;
+    for (int i = 0; i < NS; i++) {
+        int32_t one[SMAX];
+        for (int s = 0; s < SMAX; s++) one[s] = s < src_lens[i] - 1 ? lcg_token(&st) : (s == src_lens[i] - 1 ? PMT_EOS_ID : PMT_PAD_ID);
+        for (int k = 0; k < HYP; k++) {
+            memcpy(src + (i * HYP + k) * SMAX, one, sizeof one);
+            slen[i * HYP + k] = src_lens[i];
+        }
+    }
+    for (int r = 0; r < TB; r++) {
+        tlen[r] = tgt_lens[r];
+        for (int t = 0; t < TMAX; t++) {
+            tout[r * TMAX + t] = t < tgt_lens[r] - 1 ? lcg_token(&st) : (t == tgt_lens[r] - 1 ? PMT_EOS_ID : PMT_PAD_ID);
+            tin[r * TMAX + t] = t == 0 ? PMT_BOS_ID : (t < tgt_lens[r] ? tout[r * TMAX + t - 1] : PMT_PAD_ID);
+        }
+    }
+    *b = (pmt_batch){TB, SMAX, TMAX, src, slen, tin, tout, tlen};
+}
+
+/* Compares decoder row r (at the step just run, position t) with row ref of
+ * the teacher-forced output; returns the worst |Δ log p| over tokens. */
+static double compare_row(const pmt_decoder *d, const float *ref_probs, int r, int ref, int t) {
+    double worst = 0;
+    const float *pr = ref_probs + ((size_t)ref * TMAX + t) * V;
+    for (int v = 0; v < V; v++) {
+        double a = pmt_decoder_logprob(d, r, v), b = log((double)pr[v]);
+        double diff = fabs(a - b);
+        if (diff > worst) worst = diff;
+    }
+    return worst;
+}
+
+static void test_incremental(const int kinds[PMT_SITES], int learned) {
+    char label[64], err[256];
+    snprintf(label, sizeof label, "%s/%s/%s%s", pmt_attention_kind_name(kinds[0]), pmt_attention_kind_name(kinds[1]),
+             pmt_attention_kind_name(kinds[2]), learned ? " learned-sigma" : "");
+    pmt_model m;
+    if (make_model(&m, kinds, learned, 16, 2, 64, 16, 5) != 0) return;
+    int32_t src[TB * SMAX], slen[TB], tin[TB * TMAX], tout[TB * TMAX], tlen[TB];
+    pmt_batch b;
+    make_forced_batch(&b, src, slen, tin, tout, tlen);
+    pmt_model_forward(&m, &b, 0, 0, NULL);
+    float *ref = malloc((size_t)TB * TMAX * V * sizeof(float));
+    pmt_model_output_probs(&m, ref);
+
+    pmt_decoder d;
+    CHECK(pmt_decoder_init(&d, &m, NS, HYP, err, sizeof err) == 0);
+    int32_t dsrc[NS * SMAX], dlen[NS];
+    for (int i = 0; i < NS; i++) {
+        memcpy(dsrc + i * SMAX, src + i * HYP * SMAX, SMAX * sizeof(int32_t));
+        dlen[i] = slen[i * HYP];
+    }
+    CHECK_MSG(pmt_decoder_start(&d, dsrc, dlen, NS, SMAX, HYP, TMAX, err, sizeof err) == 0, "%s", err);
+    /* which teacher-forced row each decoder row follows */
+    int follows[TB];
+    for (int r = 0; r < TB; r++) follows[r] = r;
+    double worst = 0;
+    int compared = 0;
+    for (int t = 0; t < TMAX; t++) {
+        int32_t tok[TB];
+        for (int r = 0; r < d.rows; r++) tok[r] = tin[follows[r] * TMAX + t];
+        pmt_decoder_step(&d, tok);
+        for (int r = 0; r < d.rows; r++) {
+            if (t >= tlen[follows[r]]) continue;   /* padding in the reference */
+            double w = compare_row(&d, ref, r, follows[r], t);
+            if (w > worst) worst = w;
+            compared++;
+        }
+        if (t == 2) {
+            /* Swap the two rows of every sentence and drop sentence 1: new
+             * rows continue old rows {1, 0, 5, 4}; the swapped rows then
+             * follow each other's teacher-forced targets, which share the
+             * prefix only if the gathered cache is right — so make the
+             * continuing row follow its parent's reference. */
+            const int32_t keep[2] = {0, 2};
+            const int32_t parent[4] = {1, 0, 5, 4};
+            pmt_decoder_reorder(&d, parent, keep, 2);
+            int nf[TB];
+            for (int r = 0; r < 4; r++) nf[r] = follows[parent[r]];
+            memcpy(follows, nf, sizeof nf);
+            CHECK(d.rows == 4 && d.n_sent == 2);
+        }
+    }
+    CHECK_MSG(worst < 2e-4, "%s: incremental vs teacher-forced max |dlogp| = %.3g", label, worst);
+    CHECK(compared > 20);
+    printf("incremental %-40s max |dlogp| %.2e over %d rows\n", label, worst, compared);
+    pmt_decoder_free(&d);
+    free(ref);
+    pmt_model_free(&m);
+}
+
+/* ---------------------------------------------------------------- */
+/* 2./3. search                                                      */
+
+/* Greedy from scratch: one full teacher-forced pass per output token. */
+static int greedy_reference(pmt_model *m, const int32_t *src, int slen, int L, int32_t *out, double *logprob) {
+    int32_t s[64], sl = slen + 1, tin[64], tout[64], tl;
+    memcpy(s, src, (size_t)slen * sizeof *src);
+    s[slen] = PMT_EOS_ID;
+    tin[0] = PMT_BOS_ID;
+    float *probs = malloc((size_t)(L + 1) * V * sizeof(float));
+    *logprob = 0;
+    int n = 0;
+    for (;;) {
+        tl = n + 1;
+        for (int t = 0; t < tl; t++) tout[t] = PMT_EOS_ID;   /* any counted target */
+        pmt_batch b = {1, sl, tl, s, &sl, tin, tout, &tl};
+        pmt_model_forward(m, &b, 0, 0, NULL);
+        pmt_model_output_probs(m, probs);
+        const float *p = probs + (size_t)n * V;
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (v != PMT_PAD_ID && v != PMT_BOS_ID && (best == PMT_PAD_ID || p[v] > p[best])) best = v;
+        if (n == L) best = PMT_EOS_ID;
+        *logprob += log((double)p[best]);
+        if (best == PMT_EOS_ID) break;
+        out[n++] = best;
+        tin[n] = best;
+    }
+    free(probs);
+    return n;
+}
+
+enum { NSENT = 5 };
+static const int sent_lens[NSENT] = {3, 7, 1, 5, 7};
+
+static void make_sources(int32_t src[NSENT][16], const int32_t *ptrs[NSENT], unsigned seed) {
+    for (int i = 0; i < NSENT; i++) {
+        for (int j = 0; j < sent_lens[i]; j++) src[i][j] = lcg_token(&seed);
+        ptrs[i] = src[i];
+    }
+}
+
+static int same_nbest(const pmt_nbest *a, const pmt_nbest *b) {
+    if (a->n != b->n) return 0;
+    for (int k = 0; k < a->n; k++) {
+        if (a->hyp[k].len != b->hyp[k].len) return 0;
+        if (memcmp(a->hyp[k].ids, b->hyp[k].ids, (size_t)a->hyp[k].len * sizeof(int32_t))) return 0;
+        if (fabs(a->hyp[k].score - b->hyp[k].score) > 1e-4) return 0;
+    }
+    return 1;
+}
+
+static void test_search_random(const int kinds[PMT_SITES]) {
+    char err[256];
+    pmt_model m;
+    if (make_model(&m, kinds, 0, 16, 2, 64, 24, 9) != 0) return;
+    int32_t src[NSENT][16];
+    const int32_t *ptrs[NSENT];
+    make_sources(src, ptrs, 3);
+    pmt_decode_options opt = {1, 1, 1.0, 1.0, 4};
+    pmt_search s;
+    CHECK(pmt_search_init(&s, &m, NSENT, 4, err, sizeof err) == 0);
+
+    /* beam 1 == greedy from scratch */
+    pmt_nbest out[NSENT];
+    CHECK_MSG(pmt_search_run(&s, &opt, ptrs, sent_lens, NSENT, out, err, sizeof err) == 0, "%s", err);
+    for (int i = 0; i < NSENT; i++) {
+        int32_t ref[64];
+        double ref_lp;
+        int L = pmt_search_max_output(&m, &opt, sent_lens[i]);
+        int n = greedy_reference(&m, src[i], sent_lens[i], L, ref, &ref_lp);
+        CHECK(out[i].n == 1);
+        CHECK_MSG(out[i].hyp[0].len == n && !memcmp(out[i].hyp[0].ids, ref, (size_t)n * sizeof(int32_t)),
+                  "sentence %d: beam-1 length %d, greedy length %d", i, out[i].hyp[0].len, n);
+        CHECK_NEAR(out[i].hyp[0].logprob, ref_lp, 1e-3);
+        CHECK_NEAR(out[i].hyp[0].score, ref_lp / (n + 1), 1e-3);
+    }
+
+    /* beam 4, n-best 3: sorted, consistent scores, batch == one by one */
+    opt = (pmt_decode_options){4, 3, 0.7, 1.5, 3};
+    pmt_nbest batch[NSENT];
+    CHECK(pmt_search_run(&s, &opt, ptrs, sent_lens, NSENT, batch, err, sizeof err) == 0);
+    pmt_search one;
+    CHECK(pmt_search_init(&one, &m, 1, 4, err, sizeof err) == 0);
+    for (int i = 0; i < NSENT; i++) {
+        CHECK(batch[i].n == 3);
+        for (int k = 0; k < batch[i].n; k++) {
+            const pmt_hypothesis *h = &batch[i].hyp[k];
+            CHECK_NEAR(h->score, h->logprob / pow(h->len + 1, 0.7), 1e-9);
+            CHECK(h->len <= pmt_search_max_output(&m, &opt, sent_lens[i]));
+            for (int j = 0; j < h->len; j++) CHECK(h->ids[j] != PMT_EOS_ID && h->ids[j] != PMT_BOS_ID);
+            if (k > 0) CHECK(batch[i].hyp[k - 1].score >= h->score);
+        }
+        pmt_nbest single;
+        CHECK(pmt_search_run(&one, &opt, &ptrs[i], &sent_lens[i], 1, &single, err, sizeof err) == 0);
+        CHECK_MSG(same_nbest(&batch[i], &single), "sentence %d: batched n-best differs from one-by-one", i);
+    }
+    pmt_search_free(&one);
+
+    /* A model whose encoder arena holds only 8 rows: sub-batches of one or
+     * two sentences, same results in the same order. */
+    pmt_model small;
+    if (make_model(&small, kinds, 0, 16, 2, 8, 24, 9) == 0) {
+        pmt_search ss;
+        CHECK(pmt_search_init(&ss, &small, NSENT, 4, err, sizeof err) == 0);
+        pmt_nbest split[NSENT];
+        CHECK_MSG(pmt_search_run(&ss, &opt, ptrs, sent_lens, NSENT, split, err, sizeof err) == 0, "%s", err);
+        for (int i = 0; i < NSENT; i++) CHECK_MSG(same_nbest(&batch[i], &split[i]), "sentence %d: sub-batched differs", i);
+        CHECK(ss.stats.steps > s.stats.steps / 2);   /* really ran several sub-batches */
+        pmt_search_free(&ss);
+        pmt_model_free(&small);
+    }
+
+    /* bad options fail with a message, not a crash */
+    pmt_decode_options bad = opt;
+    bad.n_best = 5;
+    CHECK(pmt_search_run(&s, &bad, ptrs, sent_lens, NSENT, batch, err, sizeof err) == -1 && strstr(err, "n-best"));
+    bad = opt;
+    bad.beam_size = 9;
+    CHECK(pmt_search_run(&s, &bad, ptrs, sent_lens, NSENT, batch, err, sizeof err) == -1 && strstr(err, "beam"));
+    int too_long = 24;
+    CHECK(pmt_search_run(&s, &opt, ptrs, &too_long, 1, batch, err, sizeof err) == -1 && strstr(err, "source tokens"));
+    pmt_search_free(&s);
+    pmt_model_free(&m);
+}
+
+/* ---------------------------------------------------------------- */
+/* 4. overfitted reversal model                                      */
+
+enum { NTRAIN = 6, TS = 6 };
+
+static void adam_step(pmt_model *m, float *mom, float *vel, int step, double lr) {
+    const double b1 = 0.9, b2 = 0.98, eps = 1e-9;
+    const double c1 = 1 - pow(b1, step), c2 = 1 - pow(b2, step);
+    for (size_t i = 0; i < m->n_params; i++) {
+        double g = m->grads[i];
+        mom[i] = (float)(b1 * mom[i] + (1 - b1) * g);
+        vel[i] = (float)(b2 * vel[i] + (1 - b2) * g * g);
+        m->params[i] -= (float)(lr * (mom[i] / c1) / (sqrt(vel[i] / c2) + eps));
+    }
+}
+
+static void test_overfit(const int kinds[PMT_SITES], const char *label) {
+    char err[256];
+    pmt_model m;
+    if (make_model(&m, kinds, 0, 32, 1, 64, 12, 21) != 0) return;
+    const int lens[NTRAIN] = {3, 5, 4, 2, 5, 3};
+    int32_t src[NTRAIN * TS] = {0}, slen[NTRAIN], tin[NTRAIN * TS] = {0}, tout[NTRAIN * TS] = {0}, tlen[NTRAIN];
+    const int32_t *ptrs[NTRAIN];
+    int raw_len[NTRAIN];
+    unsigned st = 77;
+    for (int i = 0; i < NTRAIN; i++) {
+        int n = lens[i];
+        for (int j = 0; j < n; j++) src[i * TS + j] = lcg_token(&st);
+        src[i * TS + n] = PMT_EOS_ID;
+        slen[i] = n + 1;
+        tlen[i] = n + 1;
+        tin[i * TS] = PMT_BOS_ID;
+        for (int j = 0; j < n; j++) {
+            tout[i * TS + j] = src[i * TS + n - 1 - j];   /* reversed */
+            tin[i * TS + j + 1] = tout[i * TS + j];
+        }
+        tout[i * TS + n] = PMT_EOS_ID;
+        ptrs[i] = src + i * TS;
+        raw_len[i] = n;
+    }
+    pmt_batch b = {NTRAIN, TS, TS, src, slen, tin, tout, tlen};
+    float *mom = calloc(m.n_params, sizeof(float)), *vel = calloc(m.n_params, sizeof(float));
+    pmt_stats stats = {0};
+    for (int step = 1; step <= 400; step++) {
+        pmt_model_zero_grad(&m);
+        pmt_model_forward(&m, &b, 0, 0, &stats);
+        pmt_model_backward(&m, &b, stats.tokens);
+        adam_step(&m, mom, vel, step, 3e-3);
+    }
+    pmt_model_forward(&m, &b, 0, 0, &stats);
+    CHECK_MSG(stats.correct == stats.tokens, "%s: overfit reached %d/%d correct tokens", label, stats.correct, stats.tokens);
+
+    pmt_search s;
+    CHECK(pmt_search_init(&s, &m, NTRAIN, 4, err, sizeof err) == 0);
+    for (int beam = 1; beam <= 4; beam += 3) {
+        pmt_decode_options opt = {beam, beam, 1.0, 1.0, 2};
+        pmt_nbest out[NTRAIN];
+        CHECK(pmt_search_run(&s, &opt, ptrs, raw_len, NTRAIN, out, err, sizeof err) == 0);
+        int found = 0;
+        for (int i = 0; i < NTRAIN; i++) {
+            const pmt_hypothesis *h = &out[i].hyp[0];
+            found += h->len == lens[i] && !memcmp(h->ids, tout + i * TS, (size_t)lens[i] * sizeof(int32_t));
+            CHECK(h->logprob > -0.5);   /* confident */
+            for (int k = 1; k < out[i].n; k++) CHECK(out[i].hyp[k].score <= h->score);
+        }
+        CHECK_MSG(found == NTRAIN, "%s beam %d: %d/%d reversals found", label, beam, found, NTRAIN);
+        printf("overfit %-12s beam %d: %d/%d reversals found\n", label, beam, found, NTRAIN);
+    }
+    pmt_search_free(&s);
+    free(mom);
+    free(vel);
+    pmt_model_free(&m);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int combo = 0; combo < 8; combo++) {
+        int kinds[PMT_SITES] = {combo & 1, (combo >> 1) & 1, (combo >> 2) & 1};
+        test_incremental(kinds, 0);
+        if (combo) test_incremental(kinds, 1);
+    }
+    const int all_std[PMT_SITES] = {0, 0, 0}, all_proj[PMT_SITES] = {1, 1, 1}, mixed[PMT_SITES] = {1, 0, 1};
+    test_search_random(all_std);
+    test_search_random(all_proj);
+    test_search_random(mixed);
+    test_overfit(all_std, "standard");
+    test_overfit(all_proj, "projection");
+    return test_finish();
+}
