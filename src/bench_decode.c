@@ -1,5 +1,6 @@
 /* bench_decode.c — see bench_decode.h. */
 #include "bench_decode.h"
+#include "runtime.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +17,6 @@ typedef struct bench_sources {
     const int32_t **ptr;     /* [n] */
 } bench_sources;
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void sources_free(bench_sources *s) {
     free(s->ids);
@@ -72,13 +68,13 @@ static void sources_synthetic(bench_sources *s, int n, int V, int max_src) {
 static int time_run(pmt_search *search, const pmt_decode_options *opt, const bench_sources *src, int batch,
                     pmt_nbest *out, pmt_bench_decode_run *run, char *err, size_t errlen) {
     run->out_tokens = 0;
-    double start = now_seconds();
+    double start = pmt_now_seconds();
     for (int i = 0; i < src->n; i += batch) {
         int n = src->n - i < batch ? src->n - i : batch;
         if (pmt_search_run(search, opt, src->ptr + i, src->len + i, n, out, err, errlen) != 0) return -1;
         for (int j = 0; j < n; j++) run->out_tokens += out[j].hyp[0].len;
     }
-    run->seconds = now_seconds() - start;
+    run->seconds = pmt_now_seconds() - start;
     run->sentences_per_s = src->n / run->seconds;
     run->tokens_per_s = run->out_tokens / run->seconds;
     return 0;

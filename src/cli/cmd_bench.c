@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench_decode.h"
+#include "checkpoint.h"
 #include "commands.h"
 #include "config.h"
 #include "corpus.h"
@@ -17,12 +19,16 @@
 
 static void usage(void) {
     printf("usage: projmt bench [--config FILE] [--steps N] [--warmup N] [--modes LIST] [--synthetic] [--json] [options]\n"
+           "       projmt bench --decode [--model CKPT] [--sentences N] [--decode-batch N] [--modes LIST]\n"
            "  Trains --steps timed optimizer steps (after --warmup untimed ones) per attention mode on the\n"
            "  same batches (the first batches of <data-dir>/train.tok, or synthetic spa-eng-like batches),\n"
            "  and prints parameters, FLOPs per token, ms per step (median), tokens/s, GFLOP/s, %% of the\n"
            "  sgemm peak measured in the same run, peak resident memory, and the time ratio to the first mode.\n"
            "  --modes: comma-separated from standard, projection, proj-self, proj-cross, learned\n"
-           "           (default standard,projection)\n\n");
+           "           (default standard,projection)\n"
+           "  --decode: sentences/s and tokens/s of batched greedy and beam-4 search over the first --sentences\n"
+           "           (1000) lines of <data-dir>/test.en, per mode with randomly initialised models, or with\n"
+           "           the trained checkpoint given by --model\n\n");
     pmt_config_print_help(stdout, "model,train");
 }
 
@@ -60,23 +66,88 @@ static void print_json(const pmt_bench_result *r, int n, double peak, int thread
     printf("]}\n");
 }
 
-/* Vocabulary size from the prepared data's spm.model, or the config's. */
-static int vocab_size(const pmt_config *cfg) {
+/* The prepared data's SentencePiece model, or NULL when there is none. */
+static pmt_spm *data_spm(const pmt_config *cfg) {
     char path[PMT_PATH_MAX + 16], err[256];
     snprintf(path, sizeof path, "%s/spm.model", cfg->data_dir);
-    pmt_spm *spm = access(path, R_OK) == 0 ? pmt_spm_load_file(path, err, sizeof err) : NULL;
+    return access(path, R_OK) == 0 ? pmt_spm_load_file(path, err, sizeof err) : NULL;
+}
+
+/* Vocabulary size from the prepared data's spm.model, or the config's. */
+static int vocab_size(const pmt_config *cfg) {
+    pmt_spm *spm = data_spm(cfg);
     if (!spm) return cfg->vocab_size;
     int V = pmt_spm_vocab_size(spm);
     pmt_spm_free(spm);
     return V;
 }
 
+/* Decodes with one model and prints its report. */
+static int decode_one(pmt_model *m, const pmt_spm *spm, const char *text, int n, int batch, const char *title,
+                      int json) {
+    pmt_bench_decode_report rep;
+    char err[512];
+    if (pmt_bench_decode(m, spm, text, n, batch, &rep, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt bench: %s\n", err);
+        return 1;
+    }
+    pmt_bench_decode_print(stdout, title, &rep);
+    if (json) {
+        printf("{\"decode\":\"%s\",\"sentences\":%d,\"batch\":%d,\"runs\":[", title, rep.sentences, rep.batch);
+        for (int i = 0; i < PMT_BENCH_DECODE_RUNS; i++)
+            printf("%s{\"run\":\"%s\",\"sentences_per_s\":%.1f,\"tokens_per_s\":%.1f}", i ? "," : "", rep.run[i].label,
+                   rep.run[i].sentences_per_s, rep.run[i].tokens_per_s);
+        printf("]}\n");
+    }
+    fflush(stdout);
+    return 0;
+}
+
+/* `projmt bench --decode`: a trained checkpoint, or random models per mode. */
+static int bench_decode(const pmt_config *cfg, const char *modes, int n, int batch, int json) {
+    char err[512], text[PMT_PATH_MAX + 16];
+    snprintf(text, sizeof text, "%s/test.en", cfg->data_dir);
+    const char *src_text = access(text, R_OK) == 0 ? text : NULL;
+    int rc = 0;
+    if (cfg->model[0]) {
+        pmt_model m;
+        pmt_spm *spm = NULL;
+        if (pmt_checkpoint_load_model(cfg->model, &m, cfg->max_len * batch, cfg->max_len, &spm, err, sizeof err) != 0) {
+            fprintf(stderr, "projmt bench: %s\n", err);
+            return 1;
+        }
+        rc = decode_one(&m, spm, src_text, n, batch, cfg->model, json);
+        pmt_spm_free(spm);
+        pmt_model_free(&m);
+        return rc;
+    }
+    pmt_spm *spm = data_spm(cfg);
+    int V = spm ? pmt_spm_vocab_size(spm) : cfg->vocab_size;
+    char list[256];
+    snprintf(list, sizeof list, "%s", modes);
+    for (char *save = NULL, *mode = strtok_r(list, ",", &save); mode && rc == 0; mode = strtok_r(NULL, ",", &save)) {
+        pmt_config mcfg = *cfg;
+        pmt_model m;
+        if (apply_mode(&mcfg, mode) != 0) { fprintf(stderr, "projmt bench: unknown mode '%s'\n", mode); rc = 2; break; }
+        if (pmt_model_init(&m, &mcfg, V, mcfg.max_len * batch, mcfg.max_len, err, sizeof err) != 0) {
+            fprintf(stderr, "projmt bench: %s\n", err);
+            rc = 1;
+            break;
+        }
+        pmt_model_init_params(&m, mcfg.seed);
+        rc = decode_one(&m, spm, src_text, n, batch, mode, json);
+        pmt_model_free(&m);
+    }
+    pmt_spm_free(spm);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
     pmt_config cfg;
     char err[512];
     int help, dump;
-    const char *extra[] = {"steps=", "warmup=", "modes=", "synthetic", "json", NULL};
-    const char *val[5];
+    const char *extra[] = {"steps=", "warmup=", "modes=", "synthetic", "json", "decode", "sentences=", "decode-batch=", NULL};
+    const char *val[8];
     pmt_config_defaults(&cfg);
     if (pmt_config_parse_args(&cfg, argc, argv, extra, val, &help, &dump, err, sizeof err) != 0) {
         fprintf(stderr, "projmt bench: %s\n", err);
@@ -91,6 +162,12 @@ int cmd_bench(int argc, char **argv) {
     if (pmt_config_validate(&cfg, err, sizeof err) != 0) { fprintf(stderr, "projmt bench: %s\n", err); return 2; }
 
     int threads = pmt_set_threads(cfg.threads);
+    if (val[5]) {
+        int n = val[6] ? atoi(val[6]) : 1000, batch = val[7] ? atoi(val[7]) : 64;
+        if (n < 1 || batch < 1) { fprintf(stderr, "projmt bench: --sentences and --decode-batch must be >= 1\n"); return 2; }
+        printf("projmt bench --decode: %d threads, %d sentences, batch %d\n", threads, n, batch);
+        return bench_decode(&cfg, modes, n, batch, json);
+    }
     pmt_corpus corpus;
     int have_corpus = 0;
     if (!synthetic) {

@@ -18,6 +18,7 @@ static const command commands[] = {
     {"translate", cmd_translate, "translate English text with a checkpoint"},
     {"eval",      cmd_eval,      "score translations (BLEU, chrF) or a model's loss"},
     {"bench",     cmd_bench,     "measure training/decoding speed of both attention forms"},
+    {"attention", cmd_attention, "dump a checkpoint's attention weights on one sentence"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

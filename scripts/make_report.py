@@ -1,0 +1,272 @@
+#!/usr/bin/python3
+"""make_report.py — report.md of a compare.sh study.
+
+    /usr/bin/python3 scripts/make_report.py --study DIR --command CMD [--config FILE]
+        [--test-src F --test-ref F] [--flores PREFIX|none] LABEL [LABEL ...]
+
+Reads, for each mode LABEL, DIR/LABEL/{train.tsv, eval_valid.json,
+eval_test.json, eval_bleu_test.json, eval_bleu_flores.json} and
+DIR/LABEL/ckpt/test.hyp, plus DIR/bench.json, and writes DIR/report.md:
+speed and quality tables, the plots, ~5 sample translations side by side,
+the machine and the exact command. Missing inputs show as "—".
+"""
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+
+BENCH_MODES = ("standard", "projection", "proj-self", "proj-cross", "learned")
+N_SAMPLES = 5
+DASH = "—"
+SHORT_KIND = {"standard": "std", "projection": "proj"}
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_tsv(path):
+    """train.tsv rows split by kind, numbers as floats (NaN when empty)."""
+    rows = {"train": [], "valid": []}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            rows.setdefault(row["kind"], []).append(
+                {k: float(v) if v else math.nan for k, v in row.items() if k != "kind"})
+    return rows
+
+
+def read_lines(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().splitlines()
+    except OSError:
+        return None
+
+
+def fmt(value, spec, scale=1.0):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return DASH
+    return format(value * scale if scale != 1.0 else value, spec)
+
+
+def duration(seconds):
+    if seconds is None or math.isnan(seconds):
+        return DASH
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    return f"{h}h{rest // 60:02d}m" if h else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def ms_per_step(train_rows, valid_rows):
+    """Training time per step over the log windows without a validation in
+    them, as a ratio of sums: elapsed_s has 0.1 s resolution, and summing
+    contiguous windows keeps that error from adding up."""
+    valid_steps = [r["step"] for r in valid_rows]
+    seconds = steps = 0.0
+    all_seconds = all_steps = 0.0
+    prev_step, prev_time = 0.0, 0.0
+    for row in train_rows:
+        d_steps, d_seconds = row["step"] - prev_step, row["elapsed_s"] - prev_time
+        all_steps, all_seconds = all_steps + d_steps, all_seconds + d_seconds
+        if not any(prev_step <= v <= row["step"] for v in valid_steps):
+            steps, seconds = steps + d_steps, seconds + d_seconds
+        prev_step, prev_time = row["step"], row["elapsed_s"]
+    if steps <= 0:
+        steps, seconds = all_steps, all_seconds
+    return 1000.0 * seconds / steps if steps > 0 else math.nan
+
+
+def summarize_run(study, label):
+    """Everything the tables need about one mode, None where missing."""
+    folder = os.path.join(study, label)
+    log = read_tsv(os.path.join(folder, "train.tsv"))
+    train, valid = log.get("train", []), log.get("valid", [])
+    every = train + valid
+    run = {"label": label}
+    run["steps"] = max((r["step"] for r in every), default=math.nan)
+    run["epochs"] = max((r["epoch"] for r in every), default=math.nan)
+    run["elapsed"] = max((r["elapsed_s"] for r in every), default=math.nan)
+    run["epoch_time"] = run["elapsed"] / run["epochs"] if run["epochs"] and run["epochs"] > 0 else math.nan
+    speeds = [r["tokens_per_s"] for r in train if not math.isnan(r["tokens_per_s"])]
+    run["tokens_per_s"] = statistics.median(speeds) if speeds else math.nan
+    run["ms_per_step"] = ms_per_step(train, valid)
+    run["final_valid"] = valid[-1] if valid else None
+    run["best_loss"] = min((r["loss"] for r in valid), default=math.nan)
+    run["best_accuracy"] = max((r["accuracy"] for r in valid), default=math.nan)
+    for key in ("valid", "test", "bleu_test", "bleu_flores"):
+        run[key] = read_json(os.path.join(folder, f"eval_{key}.json"))
+    dump = read_json(os.path.join(folder, "ckpt", "attention-s1", "attention.json"))
+    if dump:
+        kinds = [dump["attention"][s] for s in ("encoder_self", "decoder_self", "decoder_cross")]
+        run["attention"] = " / ".join(SHORT_KIND.get(k, k) for k in kinds) + (", learned σ" if dump["sigma"] == "learned" else "")
+    else:
+        run["attention"] = DASH
+    run["hyps"] = read_lines(os.path.join(folder, "ckpt", "test.hyp"))
+    return run
+
+
+def attach_bench(runs, bench):
+    """bench.json lists the named modes in the order compare.sh passed them."""
+    named = [r for r in runs if r["label"] in BENCH_MODES]
+    results = bench.get("modes", []) if bench else []
+    for run, result in zip(named, results):
+        run["bench"] = result
+
+
+def get(obj, *keys):
+    for key in keys:
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def translation_speed(run):
+    """Sentences per second translating the test sentences, with the beam."""
+    seconds, sentences = get(run, "bleu_test", "seconds"), get(run, "bleu_test", "sentences")
+    if not seconds or not sentences:
+        return DASH
+    return f"{sentences / seconds:,.1f} (beam {get(run, 'bleu_test', 'beam_size')})"
+
+
+def speed_table(runs):
+    ref = next((r for r in runs if r["label"] == "standard"), runs[0])
+    lines = ["| mode | attention (enc self / dec self / cross) | parameters | MFLOP/token (train) "
+             "| tokens/s | ms/step | time/epoch | training time | time ratio | bench ms/step | bench tokens/s "
+             "| bench ratio | translation sent./s |",
+             "|" + "---|" * 13]
+    for r in runs:
+        params = get(r, "test", "params")
+        flops = get(r, "test", "train_flops_per_token")
+        bench_ms, ref_bench = get(r, "bench", "ms_per_step"), get(ref, "bench", "ms_per_step")
+        ratio = r["ms_per_step"] / ref["ms_per_step"] if ref["ms_per_step"] else math.nan
+        bench_ratio = bench_ms / ref_bench if bench_ms and ref_bench else None
+        lines.append(f"| {r['label']} | {r['attention']} | {fmt(params, ',d')} "
+                     f"| {fmt(flops, '.2f', 1e-6)} | {fmt(r['tokens_per_s'], ',.0f')} | {fmt(r['ms_per_step'], '.1f')} "
+                     f"| {duration(r['epoch_time'])} | {duration(r['elapsed'])} | {fmt(ratio, '.3f')} "
+                     f"| {fmt(bench_ms, '.1f')} | {fmt(get(r, 'bench', 'tokens_per_s'), ',.0f')} "
+                     f"| {fmt(bench_ratio, '.3f')} | {translation_speed(r)} |")
+    note = (f"Time ratio: ms/step relative to `{ref['label']}`. From train.tsv: tokens/s is the median over "
+            "its log windows (non-pad source + target tokens per second of training steps), ms/step the "
+            "training time per step over the windows without a validation; time/epoch and training time "
+            "include validation. Bench columns: `projmt bench` on the same batches in one process. Translation: "
+            "the test sentences translated for BLEU, model loading excluded.")
+    return lines, note
+
+
+def quality_table(runs):
+    lines = ["| mode | steps | epochs | final valid loss | final valid acc. | best valid loss | best valid acc. "
+             "| test loss | test acc. | test ppl | test BLEU | test chrF | FLORES BLEU | FLORES chrF |",
+             "|" + "---|" * 14]
+    for r in runs:
+        final = r["final_valid"] or {}
+        lines.append(
+            f"| {r['label']} | {fmt(r['steps'], '.0f')} | {fmt(r['epochs'], '.2f')} "
+            f"| {fmt(final.get('loss'), '.4f')} | {fmt(final.get('accuracy'), '.2f', 100)}% "
+            f"| {fmt(r['best_loss'], '.4f')} | {fmt(r['best_accuracy'], '.2f', 100)}% "
+            f"| {fmt(get(r, 'test', 'loss'), '.4f')} | {fmt(get(r, 'test', 'accuracy'), '.2f', 100)}% "
+            f"| {fmt(get(r, 'test', 'perplexity'), '.2f')} "
+            f"| {fmt(get(r, 'bleu_test', 'bleu', 'score'), '.2f')} | {fmt(get(r, 'bleu_test', 'chrf', 'score'), '.2f')} "
+            f"| {fmt(get(r, 'bleu_flores', 'bleu', 'score'), '.2f')} "
+            f"| {fmt(get(r, 'bleu_flores', 'chrf', 'score'), '.2f')} |")
+    note = ("Loss: label-smoothed cross-entropy per target token (nats), as training logs it; accuracy: "
+            "teacher-forced argmax = reference over non-pad target tokens; test numbers and BLEU/chrF "
+            "(sacreBLEU-exact) come from the best checkpoint (`projmt eval`). FLORES-200 dev is out of domain.")
+    return lines, note
+
+
+def samples(runs, src_path, ref_path):
+    src, ref = read_lines(src_path) if src_path else None, read_lines(ref_path) if ref_path else None
+    if not src or not ref:
+        return ["(no test sentences given)"]
+    n = min(len(src), len(ref))
+    picks = sorted({round(i * (n - 1) / (N_SAMPLES - 1)) for i in range(N_SAMPLES)}) if n > 1 else [0]
+    lines = []
+    for k, i in enumerate(picks, 1):
+        lines.append(f"{k}. **source:** {src[i]}  ")
+        lines.append(f"   **reference:** {ref[i]}  ")
+        for r in runs:
+            hyp = r["hyps"][i] if r["hyps"] and i < len(r["hyps"]) else DASH
+            lines.append(f"   **{r['label']}:** {hyp}  ")
+    return lines
+
+
+def bleu_scope(n_test, flores):
+    if n_test is None:
+        return "BLEU/chrF were not computed (no translations)."
+    where = "not run" if flores == "none" else f"`{flores}.{{en,es}}`"
+    return f"BLEU/chrF on {n_test} test sentences (beam search); FLORES dev: {where}."
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), model)
+    except OSError:
+        pass
+    try:
+        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                check=True, cwd=repo).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    return f"{model}, {os.cpu_count()} cores (nproc); projmt commit {commit}"
+
+
+def figure_links(study):
+    lines = []
+    for name, caption in (("accuracy", "Token accuracy vs epoch and step"), ("loss", "Cross-entropy vs epoch and step"),
+                          ("valid_time", "Validation vs wall-clock time")):
+        if os.path.exists(os.path.join(study, "plots", f"{name}.png")):
+            lines.append(f"![{caption}](plots/{name}.png)  \n*{caption}* ([SVG](plots/{name}.svg))\n")
+    attention = os.path.join(study, "attention")
+    if os.path.isdir(attention):
+        for png in sorted(f for f in os.listdir(attention) if f.endswith("_cross_mean.png")):
+            lines.append(f"![{png}](attention/{png})\n")
+        lines.append("Every layer and head per site: `attention/s*_{encoder_self,decoder_self,decoder_cross}"
+                     ".{png,svg}` (teacher-forced on fixed sentences and their reference translations).\n")
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--study", required=True)
+    parser.add_argument("--command", required=True, help="the command line that produced the study")
+    parser.add_argument("--config", default="")
+    parser.add_argument("--test-src")
+    parser.add_argument("--test-ref")
+    parser.add_argument("--flores", default="none")
+    parser.add_argument("labels", nargs="+")
+    args = parser.parse_args()
+
+    runs = [summarize_run(args.study, label) for label in args.labels]
+    attach_bench(runs, read_json(os.path.join(args.study, "bench.json")))
+    speed, speed_note = speed_table(runs)
+    quality, quality_note = quality_table(runs)
+    n_test = get(runs[0], "bleu_test", "sentences")
+    out = [f"# Attention study: {os.path.basename(os.path.normpath(args.study))}", "",
+           f"Modes: {', '.join(args.labels)}. Config: `{args.config}`. Same seed, data order and budget for "
+           f"every mode. Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.", "",
+           "## Speed", "", *speed, "", speed_note, "",
+           "## Quality", "", *quality, "", quality_note,
+           bleu_scope(n_test, args.flores), "",
+           "## Curves and attention", "", *figure_links(args.study), "",
+           "## Sample translations (test split)", "", *samples(runs, args.test_src, args.test_ref), "",
+           "## Machine and command", "", f"- Machine: {machine()}", f"- Command: `{args.command}`", ""]
+    path = os.path.join(args.study, "report.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(out))
+    print(f"make_report: wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# test_plots.sh — scripts/plot_curves.py and scripts/plot_attention.py on
+# small hand-written inputs: every figure is written as PNG and SVG, the SVGs
+# carry the axis labels and legend entries, BLEU is plotted against time when
+# the log has it (loss otherwise), and bad arguments fail with a message.
+# SKIPPED when /usr/bin/python3 has no matplotlib.
+# Usage: bash test_plots.sh <build-dir>   (the build is not used)
+set -uo pipefail
+
+python=/usr/bin/python3
+if ! "$python" -c "import matplotlib, numpy" 2>/dev/null; then
+  echo "SKIPPED: $python has no matplotlib/numpy (apt-get install python3-matplotlib)"
+  exit 77
+fi
+scripts=$(cd "$(dirname "$0")/../scripts" && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-plots-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+failures=0 passed=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { passed=$((passed + 1)); }
+check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
+
+header=$'kind\tstep\tepoch\tloss\taccuracy\tperplexity\tlr\tgrad_norm\ttokens_per_s\telapsed_s\tbleu\tchrf'
+{
+  echo "$header"
+  printf 'train\t10\t0.5\t5.0\t0.10\t150\t0.001\t1.2\t1000\t10.0\t\t\n'
+  printf 'valid\t10\t0.5\t4.8\t0.12\t120\t\t\t\t11.0\t\t\n'
+  printf 'train\t20\t1.0\t4.0\t0.20\t60\t0.001\t1.1\t1000\t20.0\t\t\n'
+  printf 'valid\t20\t1.0\t3.9\t0.22\t50\t\t\t\t21.0\t\t\n'
+} > "$tmp/a.tsv"
+sed 's/^valid\t10\t\(.*\)\t\t$/valid\t10\t\1\t3.5\t20.1/; s/^valid\t20\t\(.*\)\t\t$/valid\t20\t\1\t7.5\t30.2/' \
+  "$tmp/a.tsv" > "$tmp/b.tsv"
+
+"$python" "$scripts/plot_curves.py" --out "$tmp/plots" standard="$tmp/a.tsv" > "$tmp/log" 2>&1
+check "plot_curves exits 0 ($(tail -n 2 "$tmp/log"))" [ $? -eq 0 ]
+for name in accuracy loss valid_time; do
+  for fmt in png svg; do check "plot_curves wrote $name.$fmt" [ -s "$tmp/plots/$name.$fmt" ]; done
+done
+check "PNG is a PNG" grep -q PNG <(head -c 8 "$tmp/plots/accuracy.png")
+check "accuracy axis label" grep -q "token accuracy (%)" "$tmp/plots/accuracy.svg"
+check "legend names the run" grep -q "standard (valid)" "$tmp/plots/loss.svg"
+check "loss vs time without BLEU" grep -q "validation cross-entropy" "$tmp/plots/valid_time.svg"
+
+"$python" "$scripts/plot_curves.py" --out "$tmp/plots2" standard="$tmp/a.tsv" projection="$tmp/b.tsv" > "$tmp/log" 2>&1
+check "two runs: exits 0" [ $? -eq 0 ]
+check "two runs share a figure" grep -q "projection (train)" "$tmp/plots2/accuracy.svg"
+check "BLEU vs time when logged" grep -q "validation BLEU" "$tmp/plots2/valid_time.svg"
+check "time axis in minutes" grep -q "wall-clock training time (minutes)" "$tmp/plots2/valid_time.svg"
+
+"$python" "$scripts/plot_curves.py" --out "$tmp/bad" "$tmp/a.tsv" > "$tmp/log" 2>&1
+check "spec without a label fails" [ $? -ne 0 ]
+check "...saying what it expected" grep -q "expected LABEL=path/train.tsv" "$tmp/log"
+"$python" "$scripts/plot_curves.py" --out "$tmp/bad" x="$tmp/none.tsv" > "$tmp/log" 2>&1
+check "missing TSV fails naming it" grep -q "$tmp/none.tsv" "$tmp/log"
+
+# A dump as `projmt attention` writes it: 1 layer, 2 heads, 3 source and 3 target positions.
+write_dump() {
+  cat > "$1" <<JSON
+{"source": "Hi there.", "target": "Hola.", "n_heads": 2, "sigma": "fixed",
+ "attention": {"encoder_self": "$2", "decoder_self": "$2", "decoder_cross": "$2"},
+ "src_pieces": ["\u2581Hi", "\u2581there.", "</s>"], "tgt_in_pieces": ["<s>", "\u2581Ho", "la."],
+ "tgt_out_pieces": ["\u2581Ho", "la.", "</s>"],
+ "sites": [
+  {"site": "encoder_self", "layer": 0, "kind": "$2", "queries": "src", "keys": "src", "weights": [
+    [[0.5, 0.25, 0.25], [0.2, 0.6, 0.2], [0.1, 0.1, 0.8]], [[1, 0, 0], [0, 1, 0], [0, 0, 1]]]},
+  {"site": "decoder_self", "layer": 0, "kind": "$2", "queries": "tgt_out", "keys": "tgt_in", "weights": [
+    [[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]], [[1, 0, 0], [0.9, 0.1, 0], [0.1, 0.1, 0.8]]]},
+  {"site": "decoder_cross", "layer": 0, "kind": "$2", "queries": "tgt_out", "keys": "src", "weights": [
+    [[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8]], [[0.3, 0.3, 0.4], [0.3, 0.4, 0.3], [0.4, 0.3, 0.3]]]}]}
+JSON
+}
+write_dump "$tmp/std.json" standard
+write_dump "$tmp/proj.json" projection
+"$python" "$scripts/plot_attention.py" --out "$tmp/att" --name s1 standard="$tmp/std.json" \
+  projection="$tmp/proj.json" > "$tmp/log" 2>&1
+check "plot_attention exits 0 ($(tail -n 2 "$tmp/log"))" [ $? -eq 0 ]
+for name in s1_encoder_self s1_decoder_self s1_decoder_cross s1_cross_mean; do
+  for fmt in png svg; do check "plot_attention wrote $name.$fmt" [ -s "$tmp/att/$name.$fmt" ]; done
+done
+check "both modes side by side" grep -q "projection L0 H1" "$tmp/att/s1_decoder_cross.svg"
+check "pieces label the axes" grep -q "_there." "$tmp/att/s1_encoder_self.svg"
+echo '{"broken": ' > "$tmp/broken.json"
+"$python" "$scripts/plot_attention.py" --out "$tmp/att" x="$tmp/broken.json" > "$tmp/log" 2>&1
+check "broken dump fails naming the file" grep -q "$tmp/broken.json" "$tmp/log"
+
+echo "$passed passed, $failures failed"
+[ "$failures" -eq 0 ]
