@@ -166,6 +166,18 @@ static int check_resumable(const trainer *t, const pmt_checkpoint *ck, char *err
     return -1;
 }
 
+/* The stored best value is in the units of the metric the checkpoint was
+ * trained with (e.g. -loss); compared with another (BLEU) it would decide
+ * best.ckpt and patience wrongly, so a changed metric starts them over. */
+static void forget_best_of_other_metric(trainer *t, const pmt_checkpoint *ck) {
+    if (!t->st.has_best || !strcmp(ck->cfg.early_stopping_metric, t->cfg.early_stopping_metric)) return;
+    t->st.has_best = 0;
+    t->st.stale_validations = 0;
+    pmt_progress_message(&t->log, "note: early_stopping_metric changed from %s to %s: best.ckpt and patience "
+                         "start over at the next validation", ck->cfg.early_stopping_metric,
+                         t->cfg.early_stopping_metric);
+}
+
 /* Continues from save_dir/last.ckpt if present (and not fresh), else
  * initializes the parameters from the seed. Returns the step resumed at. */
 static int resume_or_init(trainer *t, char *err, size_t errlen) {
@@ -189,6 +201,7 @@ static int resume_or_init(trainer *t, char *err, size_t errlen) {
         t->st = ck.state;
         pmt_progress_message(&t->log, "resuming from %s at step %lld (epoch %lld, batch %lld)", t->last_path,
                              (long long)t->st.step, (long long)t->st.epoch + 1, (long long)t->st.batch);
+        forget_best_of_other_metric(t, &ck);
     }
     pmt_checkpoint_free(&ck);
     return rc;

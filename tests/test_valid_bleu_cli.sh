@@ -9,7 +9,8 @@
 #     best.ckpt (best validation);
 #   - early_stopping_metric = bleu with patience stops the run when BLEU
 #     stops improving, and best.ckpt holds the best BLEU;
-#   - resuming keeps one valid row per step, all scored;
+#   - resuming keeps one valid row per step, all scored; switching the
+#     early-stopping metric at resume starts the best over;
 #   - valid_bleu_sentences = 0 leaves the columns empty, and then
 #     early_stopping_metric = chrf is refused with a message naming the key.
 # Usage: bash test_valid_bleu_cli.sh <build-dir>
@@ -79,11 +80,17 @@ check "best.ckpt = best BLEU row (step $best)" [ "$(translate_and_eval "$tmp/es/
 check "last.ckpt = last valid row" [ "$(translate_and_eval "$tmp/es/last.ckpt")" = "$(tail -n 1 <<<"$scores" | cut -d' ' -f2-)" ]
 
 # 2. Resume: a second session adds valid rows once per step, all scored.
-"$projmt" train "${common[@]}" --save-dir "$tmp/res" --max-steps 40 > "$tmp/res1.log" 2>&1
-"$projmt" train "${common[@]}" --save-dir "$tmp/res" --max-steps 80 > "$tmp/res2.log" 2>&1
+"$projmt" train "${common[@]}" --save-dir "$tmp/res" --max-steps 40 --early-stopping-metric bleu > "$tmp/res1.log" 2>&1
+"$projmt" train "${common[@]}" --save-dir "$tmp/res" --max-steps 80 --early-stopping-metric bleu > "$tmp/res2.log" 2>&1
 check "second session resumes" grep -q "resuming from $tmp/res/last.ckpt at step 40" "$tmp/res2.log"
 check_columns "$tmp/res"
 check "valid rows at 20 32 40 60 64 80 once each" [ "$(valid_scores "$tmp/res" | cut -d' ' -f1 | tr '\n' ' ')" = "20 32 40 60 64 80 " ]
+
+# 2b. Switching from BLEU to loss at resume: the best BLEU (>= 0) is no
+#     -loss (< 0), so the best starts over and the next validation is the best.
+"$projmt" train "${common[@]}" --save-dir "$tmp/res" --max-steps 100 > "$tmp/res3.log" 2>&1
+check "metric change is noted" grep -q "early_stopping_metric changed from bleu to loss" "$tmp/res3.log"
+check "first validation after the change is the new best" grep -q "^valid step 96 .*| new best" "$tmp/res3.log"
 
 # 3. Off: empty columns, no BLEU on stderr; early stopping on chrF then needs it.
 "$projmt" train "${common[@]}" --save-dir "$tmp/off" --max-steps 40 --valid-bleu-sentences 0 > "$tmp/off.log" 2>&1
