@@ -167,6 +167,18 @@ static int check_resumable(const trainer *t, const pmt_checkpoint *ck, char *err
     return -1;
 }
 
+/* The stored best value is in the units of the metric the checkpoint was
+ * trained with (e.g. -loss); compared with another (BLEU) it would decide
+ * best.ckpt and patience wrongly, so a changed metric starts them over. */
+static void forget_best_of_other_metric(trainer *t, const pmt_checkpoint *ck) {
+    if (!t->st.has_best || !strcmp(ck->cfg.early_stopping_metric, t->cfg.early_stopping_metric)) return;
+    t->st.has_best = 0;
+    t->st.stale_validations = 0;
+    pmt_progress_message(&t->log, "note: early_stopping_metric changed from %s to %s: best.ckpt and patience "
+                         "start over at the next validation", ck->cfg.early_stopping_metric,
+                         t->cfg.early_stopping_metric);
+}
+
 /* Continues from save_dir/last.ckpt if present (and not fresh), else
  * initializes the parameters from the seed. Returns the step resumed at. */
 static int resume_or_init(trainer *t, char *err, size_t errlen) {
@@ -190,6 +202,7 @@ static int resume_or_init(trainer *t, char *err, size_t errlen) {
         t->st = ck.state;
         pmt_progress_message(&t->log, "resuming from %s at step %lld (epoch %lld, batch %lld)", t->last_path,
                              (long long)t->st.step, (long long)t->st.epoch + 1, (long long)t->st.batch);
+        forget_best_of_other_metric(t, &ck);
     }
     pmt_checkpoint_free(&ck);
     return rc;
@@ -396,16 +409,26 @@ static void evaluate(trainer *t, pmt_stats *sum) {
     }
 }
 
-/* The early-stopping value of this validation, oriented so higher is better. */
-static int metric_value(trainer *t, const pmt_log_row *r, double *better, char *err, size_t errlen) {
+/* The early-stopping value of a validation row, oriented so higher is better. */
+static double metric_value(const trainer *t, const pmt_log_row *r) {
     const char *metric = t->cfg.early_stopping_metric;
-    if (!strcmp(metric, "loss")) { *better = -r->loss; return 0; }
-    if (!strcmp(metric, "accuracy")) { *better = r->accuracy; return 0; }
-    char inner[256];
-    if (t->hooks->valid_metric(t->hooks->user, &t->model, metric, better, inner, sizeof inner) != 0) {
-        snprintf(err, errlen, "validation %s: %s", metric, inner);
+    if (!strcmp(metric, "loss")) return -r->loss;
+    if (!strcmp(metric, "accuracy")) return r->accuracy;
+    return !strcmp(metric, "bleu") ? r->bleu : r->chrf;
+}
+
+/* BLEU and chrF from the valid_metric hook (if any) into the row, and their
+ * part of the validation message (with the time decoding took) into note. */
+static int translation_scores(trainer *t, pmt_log_row *r, char *note, size_t notelen, char *err, size_t errlen) {
+    note[0] = '\0';
+    if (!t->hooks->valid_metric) return 0;
+    char inner[512];
+    const double start = pmt_now_seconds();
+    if (t->hooks->valid_metric(t->hooks->user, &t->model, &r->bleu, &r->chrf, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "validation BLEU/chrF at step %lld: %s", (long long)t->st.step, inner);
         return -1;
     }
+    snprintf(note, notelen, " | BLEU %.2f | chrF %.2f (%.1fs)", r->bleu, r->chrf, pmt_now_seconds() - start);
     return 0;
 }
 
@@ -417,18 +440,17 @@ static int validate(trainer *t, char *err, size_t errlen) {
     r.loss = s.loss_sum / (double)s.tokens;
     r.accuracy = (double)s.correct / (double)s.tokens;
     r.perplexity = exp(s.nll_sum / (double)s.tokens);
-    double value;
-    if (metric_value(t, &r, &value, err, errlen) != 0) return -1;
-    if (!strcmp(t->cfg.early_stopping_metric, "bleu")) r.bleu = value;
-    if (!strcmp(t->cfg.early_stopping_metric, "chrf")) r.chrf = value;
+    char scores[96];
+    if (translation_scores(t, &r, scores, sizeof scores, err, errlen) != 0) return -1;
+    const double value = metric_value(t, &r);
     t->valid_loss = r.loss;
     t->valid_accuracy = r.accuracy;
     t->last_valid_step = t->st.step;
     if (pmt_trainlog_row(&t->log, &r, err, errlen) != 0) return -1;
 
     int improved = !t->st.has_best || value > t->st.best_metric;
-    pmt_progress_message(&t->log, "valid step %lld | loss %.4f | acc %.2f%% | ppl %.2f%s", (long long)t->st.step,
-                         r.loss, 100.0 * r.accuracy, r.perplexity, improved ? " | new best" : "");
+    pmt_progress_message(&t->log, "valid step %lld | loss %.4f | acc %.2f%% | ppl %.2f%s%s", (long long)t->st.step,
+                         r.loss, 100.0 * r.accuracy, r.perplexity, scores, improved ? " | new best" : "");
     if (improved) {
         t->st.has_best = 1;
         t->st.best_metric = value;
@@ -543,8 +565,8 @@ static int setup(trainer *t, char *err, size_t errlen) {
     }
     if (!strcmp(c->early_stopping_metric, "bleu") || !strcmp(c->early_stopping_metric, "chrf")) {
         if (!t->hooks->valid_metric) {
-            snprintf(err, errlen, "early_stopping_metric = %s needs validation decoding, which this build lacks; "
-                     "use loss or accuracy", c->early_stopping_metric);
+            snprintf(err, errlen, "early_stopping_metric = %s needs validation BLEU/chrF (a valid_metric hook, "
+                     "valid_bleu.h); use loss or accuracy", c->early_stopping_metric);
             return -1;
         }
     }

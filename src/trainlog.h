@@ -11,7 +11,8 @@
  * forced argmax == reference over non-pad target tokens; perplexity:
  * exp(plain NLL per token); tokens_per_s: non-pad source + target tokens per
  * second of training steps; elapsed_s: training time over all sessions;
- * bleu/chrf: filled once validation BLEU/chrF exist (empty until then).
+ * bleu/chrf (valid rows): BLEU/chrF of greedy translations of the first
+ * valid_bleu_sentences validation sentences (valid_bleu.h; empty when off).
  *
  * On resume, rows after the checkpoint's step are dropped (the file is
  * rewritten through a temporary + rename), so a crash between checkpoints

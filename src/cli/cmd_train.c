@@ -1,6 +1,10 @@
 /*
  * cmd_train.c — `projmt train`: options → pmt_config → pmt_train_from_dir.
  *
+ * Validation also reports BLEU/chrF of greedy translations of the first
+ * valid_bleu_sentences lines of <data_dir>/valid.{en,es} (valid_bleu.h),
+ * which early_stopping_metric bleu | chrf select the best checkpoint by.
+ *
  * Exit status: 0 when a stop criterion was reached; 128 + signal number
  * (130 for Ctrl-C, 143 for SIGTERM) when stopped by a signal — last.ckpt is
  * then saved and the same command resumes; 1 on an error (message on
@@ -16,6 +20,7 @@
 #include "config.h"
 #include "dist.h"
 #include "train.h"
+#include "valid_bleu.h"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -53,8 +58,16 @@ static int train_command(int argc, char **argv) {
         return 0;
     }
     pmt_train_options opt = {extra_val[0] != NULL, extra_val[1] != NULL, 1};
+    pmt_valid_bleu vb;
+    pmt_train_hooks hooks = {&vb, NULL, pmt_valid_bleu_hook};
     pmt_train_result res;
-    if (pmt_train_from_dir(&cfg, &opt, NULL, &res, err, sizeof err) != 0) {
+    int rc = pmt_valid_bleu_init(&vb, &cfg, opt.quiet ? NULL : stderr, err, sizeof err);
+    if (rc == 0) {
+        if (!vb.enabled) hooks.valid_metric = NULL;
+        rc = pmt_train_from_dir(&cfg, &opt, &hooks, &res, err, sizeof err);
+    }
+    pmt_valid_bleu_free(&vb);
+    if (rc != 0) {
         fprintf(stderr, "projmt train: %s\n", err);
         return 1;
     }
