@@ -197,13 +197,18 @@ bench_modes() {
     case "$label" in standard|projection|proj-self|proj-cross|learned) named+=("$label") ;; esac
   done
   if [ "$bench_steps" -eq 0 ] || [ ${#named[@]} -eq 0 ]; then rm -f "$study/bench.json"; return 0; fi
-  if [ -s "$study/bench.json" ] && [ "$trained_any" -eq 0 ]; then return 0; fi
   local list
   list=$(IFS=,; echo "${named[*]}")
+  # bench.json lists results by position: reuse it only for the same modes.
+  if [ -s "$study/bench.json" ] && [ "$trained_any" -eq 0 ] &&
+     [ "$(cat "$study/ckpt/bench.modes" 2>/dev/null)" = "$list" ]; then
+    return 0
+  fi
   echo "== bench: $list ($bench_steps timed steps each)"
   "$projmt" bench --config "$config" --data-dir "$data_dir" --modes "$list" --steps "$bench_steps" --json \
     > "$study/ckpt/bench.log" 2>&1 || die "projmt bench failed: $(tail -n 3 "$study/ckpt/bench.log")"
   tail -n 1 "$study/ckpt/bench.log" > "$study/bench.json"
+  echo "$list" > "$study/ckpt/bench.modes"
 }
 
 plot_all() {

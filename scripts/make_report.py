@@ -65,16 +65,23 @@ def duration(seconds):
     return f"{h}h{rest // 60:02d}m" if h else f"{rest // 60}m{rest % 60:02d}s"
 
 
-def ms_per_step(train_rows):
-    """Median over log windows of training time per step. Windows that
-    contain a validation are slower; the median leaves them out."""
-    per_step, prev_step, prev_time = [], 0.0, 0.0
+def ms_per_step(train_rows, valid_rows):
+    """Training time per step over the log windows without a validation in
+    them, as a ratio of sums: elapsed_s has 0.1 s resolution, and summing
+    contiguous windows keeps that error from adding up."""
+    valid_steps = [r["step"] for r in valid_rows]
+    seconds = steps = 0.0
+    all_seconds = all_steps = 0.0
+    prev_step, prev_time = 0.0, 0.0
     for row in train_rows:
-        steps, seconds = row["step"] - prev_step, row["elapsed_s"] - prev_time
-        if steps > 0 and seconds > 0:
-            per_step.append(1000.0 * seconds / steps)
+        d_steps, d_seconds = row["step"] - prev_step, row["elapsed_s"] - prev_time
+        all_steps, all_seconds = all_steps + d_steps, all_seconds + d_seconds
+        if not any(prev_step <= v <= row["step"] for v in valid_steps):
+            steps, seconds = steps + d_steps, seconds + d_seconds
         prev_step, prev_time = row["step"], row["elapsed_s"]
-    return statistics.median(per_step) if per_step else math.nan
+    if steps <= 0:
+        steps, seconds = all_steps, all_seconds
+    return 1000.0 * seconds / steps if steps > 0 else math.nan
 
 
 def summarize_run(study, label):
@@ -90,7 +97,7 @@ def summarize_run(study, label):
     run["epoch_time"] = run["elapsed"] / run["epochs"] if run["epochs"] and run["epochs"] > 0 else math.nan
     speeds = [r["tokens_per_s"] for r in train if not math.isnan(r["tokens_per_s"])]
     run["tokens_per_s"] = statistics.median(speeds) if speeds else math.nan
-    run["ms_per_step"] = ms_per_step(train)
+    run["ms_per_step"] = ms_per_step(train, valid)
     run["final_valid"] = valid[-1] if valid else None
     run["best_loss"] = min((r["loss"] for r in valid), default=math.nan)
     run["best_accuracy"] = max((r["accuracy"] for r in valid), default=math.nan)
@@ -122,12 +129,20 @@ def get(obj, *keys):
     return obj
 
 
+def translation_speed(run):
+    """Sentences per second translating the test sentences, with the beam."""
+    seconds, sentences = get(run, "bleu_test", "seconds"), get(run, "bleu_test", "sentences")
+    if not seconds or not sentences:
+        return DASH
+    return f"{sentences / seconds:,.1f} (beam {get(run, 'bleu_test', 'beam_size')})"
+
+
 def speed_table(runs):
     ref = next((r for r in runs if r["label"] == "standard"), runs[0])
     lines = ["| mode | attention (enc self / dec self / cross) | parameters | MFLOP/token (train) "
              "| tokens/s | ms/step | time/epoch | training time | time ratio | bench ms/step | bench tokens/s "
-             "| bench ratio |",
-             "|" + "---|" * 12]
+             "| bench ratio | translation sent./s |",
+             "|" + "---|" * 13]
     for r in runs:
         params = get(r, "test", "params")
         flops = get(r, "test", "train_flops_per_token")
@@ -138,10 +153,12 @@ def speed_table(runs):
                      f"| {fmt(flops, '.2f', 1e-6)} | {fmt(r['tokens_per_s'], ',.0f')} | {fmt(r['ms_per_step'], '.1f')} "
                      f"| {duration(r['epoch_time'])} | {duration(r['elapsed'])} | {fmt(ratio, '.3f')} "
                      f"| {fmt(bench_ms, '.1f')} | {fmt(get(r, 'bench', 'tokens_per_s'), ',.0f')} "
-                     f"| {fmt(bench_ratio, '.3f')} |")
-    note = (f"Time ratio: ms/step relative to `{ref['label']}`. tokens/s and ms/step are medians over the "
-            "train.tsv log windows (non-pad source + target tokens); time/epoch and training time include "
-            "validation. Bench columns: `projmt bench` on the same batches in one process.")
+                     f"| {fmt(bench_ratio, '.3f')} | {translation_speed(r)} |")
+    note = (f"Time ratio: ms/step relative to `{ref['label']}`. From train.tsv: tokens/s is the median over "
+            "its log windows (non-pad source + target tokens per second of training steps), ms/step the "
+            "training time per step over the windows without a validation; time/epoch and training time "
+            "include validation. Bench columns: `projmt bench` on the same batches in one process. Translation: "
+            "the test sentences translated for BLEU, model loading excluded.")
     return lines, note
 
 

@@ -49,8 +49,8 @@ def pieces(dump, which):
     return [p.replace("\u2581", "_") for p in dump[f"{which}_pieces"]]
 
 
-def draw_panel(ax, site, dump, weights, title, fontsize):
-    image = ax.imshow(np.asarray(weights), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+def draw_panel(ax, site, dump, weights, title, fontsize, vmax):
+    image = ax.imshow(np.asarray(weights), cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto")
     rows, cols = pieces(dump, site["queries"]), pieces(dump, site["keys"])
     ax.set_xticks(range(len(cols)))
     ax.set_xticklabels(cols, rotation=90, fontsize=fontsize)
@@ -58,6 +58,15 @@ def draw_panel(ax, site, dump, weights, title, fontsize):
     ax.set_yticklabels(rows, fontsize=fontsize)
     ax.set_title(title, fontsize=fontsize + 1)
     return image
+
+
+def shared_max(matrices):
+    """One colour scale for every panel of a figure, so modes compare by colour."""
+    return max(float(np.max(np.asarray(m))) for m in matrices) or 1.0
+
+
+def with_kind(label, kind):
+    return label if label == kind else f"{label} ({kind})"
 
 
 def panel_size(dump, site):
@@ -79,6 +88,7 @@ def site_figure(dumps, site_name, out_dir, prefix):
     if n_layers == 0:
         return None
     width, height = panel_size(dumps[0][1], per_dump[0][0])
+    vmax = shared_max(s["weights"] for sites in per_dump for s in sites)
     fig, axes = plt.subplots(n_layers, sum(heads), figsize=(width * sum(heads), height * n_layers + 0.8),
                              squeeze=False)
     image = None
@@ -92,9 +102,8 @@ def site_figure(dumps, site_name, out_dir, prefix):
                     ax.axis("off")
                     continue
                 site = sites[layer]
-                kind = "" if label == site["kind"] else f" ({site['kind']})"
-                title = f"{label}{kind} L{layer} H{h}"
-                image = draw_panel(ax, site, dump, site["weights"][h], title, fontsize=7)
+                title = f"{with_kind(label, site['kind'])} L{layer} H{h}"
+                image = draw_panel(ax, site, dump, site["weights"][h], title, 7, vmax)
     fig.suptitle(f"{TITLES[site_name]} — \"{dumps[0][1]['source']}\"", fontsize=11)
     fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
     name = f"{prefix}_{site_name}"
@@ -104,21 +113,22 @@ def site_figure(dumps, site_name, out_dir, prefix):
 
 def cross_mean_figure(dumps, out_dir, prefix):
     """Last decoder layer's cross-attention, mean over heads, one panel per dump."""
-    fig, axes = plt.subplots(1, len(dumps), squeeze=False,
-                             figsize=(4.5 * len(dumps), 4.2))
-    image = None
-    for ax, (label, dump) in zip(axes[0], dumps):
+    panels = []
+    for label, dump in dumps:
         cross = [s for s in dump["sites"] if s["site"] == "decoder_cross"]
-        if not cross:
-            ax.axis("off")
-            continue
-        site = cross[-1]
-        mean = np.mean(np.asarray(site["weights"]), axis=0)
-        image = draw_panel(ax, site, dump, mean, f"{label} ({site['kind']}), last layer, mean of heads", 8)
+        if cross:
+            panels.append((label, dump, cross[-1], np.mean(np.asarray(cross[-1]["weights"]), axis=0)))
+    if not panels:
+        return None
+    width, height = panel_size(panels[0][1], panels[0][2])
+    fig, axes = plt.subplots(1, len(panels), squeeze=False, figsize=(width * len(panels) + 1.5, height + 1.2))
+    vmax = shared_max(mean for *_, mean in panels)
+    for ax, (label, dump, site, mean) in zip(axes[0], panels):
+        image = draw_panel(ax, site, dump, mean, f"{with_kind(label, site['kind'])}: last layer, mean of heads", 8,
+                           vmax)
         ax.set_xlabel("source piece")
-        ax.set_ylabel("predicted target piece")
-    if image is not None:
-        fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
+    axes[0][0].set_ylabel("predicted target piece")
+    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     fig.suptitle(f"cross-attention — \"{dumps[0][1]['source']}\"", fontsize=11)
     name = f"{prefix}_cross_mean"
     save(fig, out_dir, name)
@@ -135,6 +145,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     written = [n for n in (site_figure(dumps, s, args.out, args.name) for s in SITES) if n]
     written.append(cross_mean_figure(dumps, args.out, args.name))
+    written = [n for n in written if n]
     print(f"plot_attention: wrote {', '.join(n + '.{png,svg}' for n in written)} in {args.out}")
 
 

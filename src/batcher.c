@@ -170,11 +170,16 @@ static void write_row(int32_t *row, int width, int32_t prefix, const int32_t *id
 }
 
 const pmt_batch *pmt_batcher_fill(pmt_batcher *b, int epoch, int index) {
+    return pmt_batcher_fill_part(b, epoch, index, 0, 1);
+}
+
+const pmt_batch *pmt_batcher_fill_part(pmt_batcher *b, int epoch, int index, int part, int parts) {
     const pmt_corpus *c = b->corpus;
     int id = pmt_batcher_batch_id(b, epoch, index);
-    int first = b->batch_start[id], B = b->batch_start[id + 1] - first, S = 0, T = 0;
+    int n = b->batch_start[id + 1] - b->batch_start[id] - part;
+    int first = b->batch_start[id] + part, B = n > 0 ? (n + parts - 1) / parts : 0, S = 0, T = 0;
     for (int r = 0; r < B; r++) {
-        int i = b->order[first + r];
+        int i = b->order[first + r * parts];
         int s = clipped(pmt_corpus_src_len(c, i), b->max_len), t = clipped(pmt_corpus_tgt_len(c, i), b->max_len);
         if (s + 1 > S) S = s + 1;
         if (t + 1 > T) T = t + 1;
@@ -184,7 +189,7 @@ const pmt_batch *pmt_batcher_fill(pmt_batcher *b, int epoch, int index) {
     x->S = S;
     x->T = T;
     for (int r = 0; r < B; r++) {
-        int i = b->order[first + r];
+        int i = b->order[first + r * parts];
         int s = clipped(pmt_corpus_src_len(c, i), b->max_len), t = clipped(pmt_corpus_tgt_len(c, i), b->max_len);
         const int32_t *src = c->src_ids + c->src_off[i], *tgt = c->tgt_ids + c->tgt_off[i];
         write_row(x->src + (size_t)r * S, S, PMT_PAD_ID, src, s, PMT_EOS_ID);

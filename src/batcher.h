@@ -60,5 +60,11 @@ int pmt_batcher_target_tokens(pmt_batcher *b, int epoch, int index);
 /* Fills b->batch with the batch at (epoch, index) and returns it (owned by b,
  * valid until the next fill). */
 const pmt_batch *pmt_batcher_fill(pmt_batcher *b, int epoch, int index);
+/* Data-parallel training (dist.h): fills b->batch with part `part` of `parts`
+ * of the batch at (epoch, index) — its pairs part, part + parts, ... in
+ * length order, so every part gets long and short pairs alike — padded only
+ * to that part's longest pair. B is 0 when the batch has fewer pairs than
+ * parts. pmt_batcher_fill is part 0 of 1. */
+const pmt_batch *pmt_batcher_fill_part(pmt_batcher *b, int epoch, int index, int part, int parts);
 
 #endif

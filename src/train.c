@@ -18,6 +18,7 @@
 
 #include "batcher.h"
 #include "checkpoint.h"
+#include "dist.h"
 #include "rng.h"
 #include "runtime.h"
 #include "spm.h"
@@ -166,6 +167,18 @@ static int check_resumable(const trainer *t, const pmt_checkpoint *ck, char *err
     return -1;
 }
 
+/* The stored best value is in the units of the metric the checkpoint was
+ * trained with (e.g. -loss); compared with another (BLEU) it would decide
+ * best.ckpt and patience wrongly, so a changed metric starts them over. */
+static void forget_best_of_other_metric(trainer *t, const pmt_checkpoint *ck) {
+    if (!t->st.has_best || !strcmp(ck->cfg.early_stopping_metric, t->cfg.early_stopping_metric)) return;
+    t->st.has_best = 0;
+    t->st.stale_validations = 0;
+    pmt_progress_message(&t->log, "note: early_stopping_metric changed from %s to %s: best.ckpt and patience "
+                         "start over at the next validation", ck->cfg.early_stopping_metric,
+                         t->cfg.early_stopping_metric);
+}
+
 /* Continues from save_dir/last.ckpt if present (and not fresh), else
  * initializes the parameters from the seed. Returns the step resumed at. */
 static int resume_or_init(trainer *t, char *err, size_t errlen) {
@@ -189,9 +202,24 @@ static int resume_or_init(trainer *t, char *err, size_t errlen) {
         t->st = ck.state;
         pmt_progress_message(&t->log, "resuming from %s at step %lld (epoch %lld, batch %lld)", t->last_path,
                              (long long)t->st.step, (long long)t->st.epoch + 1, (long long)t->st.batch);
+        forget_best_of_other_metric(t, &ck);
     }
     pmt_checkpoint_free(&ck);
     return rc;
+}
+
+/* Data parallelism: every rank starts from rank 0's parameters, Adam
+ * state and position (only rank 0 read last.ckpt or drew the initial
+ * parameters). No-op alone. */
+static void share_start(trainer *t) {
+    if (pmt_dist_size() == 1) return;
+    pmt_dist_broadcast_floats(t->model.params, t->model.n_params);
+    pmt_dist_broadcast_floats(t->optim.m, t->optim.n);
+    pmt_dist_broadcast_floats(t->optim.v, t->optim.n);
+    pmt_dist_broadcast_bytes(&t->optim.t, sizeof t->optim.t);
+    pmt_dist_broadcast_bytes(&t->optim.bad_steps, sizeof t->optim.bad_steps);
+    pmt_dist_broadcast_bytes(&t->optim.skipped, sizeof t->optim.skipped);
+    pmt_dist_broadcast_bytes(&t->st, sizeof t->st);
 }
 
 /* ------------------------------------------------------------------ */
@@ -205,6 +233,21 @@ static double elapsed(const trainer *t) { return t->elapsed_base + (pmt_now_seco
 
 static double epochs_done(const trainer *t) {
     return (double)t->st.epoch + (double)t->st.batch / (double)t->train_b.n_batches;
+}
+
+/* Data parallelism: sums the ranks' gradients (each already scaled by the
+ * global token count) and statistics, so every rank takes the same optimizer
+ * step and the logs are the whole job's. No-op alone. */
+static void combine_ranks(trainer *t, pmt_stats *sum, int64_t *tokens, double denominator) {
+    if (pmt_dist_size() == 1) return;
+    pmt_dist_allreduce_sum_floats(t->model.grads, t->model.n_params);
+    double v[5] = {sum->loss_sum, sum->nll_sum, sum->tokens, sum->correct, (double)*tokens};
+    pmt_dist_allreduce_sum_doubles(v, 5);
+    if (v[2] != denominator)
+        pmt_dist_abort("the ranks' parts of a batch do not add up to the batch: every rank must read the same "
+                       "train.tok with the same seed, batch_tokens and max_len");
+    *sum = (pmt_stats){v[0], v[1], (int)v[2], (int)v[3]};
+    *tokens = (int64_t)v[4];
 }
 
 /* Accumulates the gradients of the next `accum` batches (fewer at the end of
@@ -221,10 +264,13 @@ static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
     pmt_model_zero_grad(&t->model);
     pmt_stats sum = {0, 0, 0, 0};
     int64_t tokens = 0;
+    /* With several ranks each takes its part of every batch (alone: all of it). */
+    const int rank = pmt_dist_rank(), ranks = pmt_dist_size();
     for (int k = 0; k < group; k++) {
-        const pmt_batch *b = pmt_batcher_fill(&t->train_b, epoch, first + k);
+        const pmt_batch *b = pmt_batcher_fill_part(&t->train_b, epoch, first + k, rank, ranks);
+        if (b->B == 0) continue;  /* fewer pairs than ranks: nothing for this one */
         pmt_stats s;
-        pmt_model_forward(&t->model, b, 1, dropout_seed(st->seed, st->step, k), &s);
+        pmt_model_forward(&t->model, b, 1, dropout_seed(st->seed, st->step, k * ranks + rank), &s);
         pmt_model_backward(&t->model, b, denominator);
         sum.loss_sum += s.loss_sum;
         sum.nll_sum += s.nll_sum;
@@ -232,6 +278,7 @@ static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
         sum.correct += s.correct;
         for (int r = 0; r < b->B; r++) tokens += b->src_len[r] + b->tgt_len[r];
     }
+    combine_ranks(t, &sum, &tokens, denominator);
     *loss = sum.loss_sum / denominator;
     double norm, lr;
     st->step++;
@@ -324,10 +371,20 @@ static int log_train_row(trainer *t, double lr, char *err, size_t errlen) {
 /* ------------------------------------------------------------------ */
 /* validation and checkpoints                                          */
 
+/* Data parallelism: the ranks' parameters must still be the same (they
+ * apply the same update to the same all-reduced gradient); a difference
+ * would mean rank 0's checkpoints no longer describe the run. */
+static void check_ranks_agree(const trainer *t) {
+    if (!pmt_dist_same_on_all_ranks(t->model.params, t->model.n_params * sizeof(float)))
+        pmt_dist_abort("the ranks' parameters have drifted apart (the MPI library's all-reduce does not give "
+                       "every rank the same sums); stopping");
+}
+
 static int save_last(trainer *t, char *err, size_t errlen) {
     t->st.elapsed_seconds = elapsed(t);
-    if (pmt_checkpoint_save(t->last_path, &t->model, t->data->spm, t->data->spm_size, &t->optim, &t->st, err,
-                            errlen) != 0)
+    check_ranks_agree(t);
+    if (pmt_dist_is_root() && pmt_checkpoint_save(t->last_path, &t->model, t->data->spm, t->data->spm_size,
+                                                  &t->optim, &t->st, err, errlen) != 0)
         return -1;
     t->last_saved_step = t->st.step;
     return 0;
@@ -336,7 +393,8 @@ static int save_last(trainer *t, char *err, size_t errlen) {
 /* Teacher-forced pass over the validation set (no dropout). */
 static void evaluate(trainer *t, pmt_stats *sum) {
     memset(sum, 0, sizeof *sum);
-    for (int k = 0; k < t->valid_b.n_batches; k++) {
+    /* With several ranks each evaluates every ranks-th batch; sums are combined below. */
+    for (int k = pmt_dist_rank(); k < t->valid_b.n_batches; k += pmt_dist_size()) {
         pmt_stats s;
         pmt_model_forward(&t->model, pmt_batcher_fill(&t->valid_b, 0, k), 0, 0, &s);
         sum->loss_sum += s.loss_sum;
@@ -344,18 +402,33 @@ static void evaluate(trainer *t, pmt_stats *sum) {
         sum->tokens += s.tokens;
         sum->correct += s.correct;
     }
+    if (pmt_dist_size() > 1) {
+        double v[4] = {sum->loss_sum, sum->nll_sum, sum->tokens, sum->correct};
+        pmt_dist_allreduce_sum_doubles(v, 4);
+        *sum = (pmt_stats){v[0], v[1], (int)v[2], (int)v[3]};
+    }
 }
 
-/* The early-stopping value of this validation, oriented so higher is better. */
-static int metric_value(trainer *t, const pmt_log_row *r, double *better, char *err, size_t errlen) {
+/* The early-stopping value of a validation row, oriented so higher is better. */
+static double metric_value(const trainer *t, const pmt_log_row *r) {
     const char *metric = t->cfg.early_stopping_metric;
-    if (!strcmp(metric, "loss")) { *better = -r->loss; return 0; }
-    if (!strcmp(metric, "accuracy")) { *better = r->accuracy; return 0; }
-    char inner[256];
-    if (t->hooks->valid_metric(t->hooks->user, &t->model, metric, better, inner, sizeof inner) != 0) {
-        snprintf(err, errlen, "validation %s: %s", metric, inner);
+    if (!strcmp(metric, "loss")) return -r->loss;
+    if (!strcmp(metric, "accuracy")) return r->accuracy;
+    return !strcmp(metric, "bleu") ? r->bleu : r->chrf;
+}
+
+/* BLEU and chrF from the valid_metric hook (if any) into the row, and their
+ * part of the validation message (with the time decoding took) into note. */
+static int translation_scores(trainer *t, pmt_log_row *r, char *note, size_t notelen, char *err, size_t errlen) {
+    note[0] = '\0';
+    if (!t->hooks->valid_metric) return 0;
+    char inner[512];
+    const double start = pmt_now_seconds();
+    if (t->hooks->valid_metric(t->hooks->user, &t->model, &r->bleu, &r->chrf, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "validation BLEU/chrF at step %lld: %s", (long long)t->st.step, inner);
         return -1;
     }
+    snprintf(note, notelen, " | BLEU %.2f | chrF %.2f (%.1fs)", r->bleu, r->chrf, pmt_now_seconds() - start);
     return 0;
 }
 
@@ -367,25 +440,24 @@ static int validate(trainer *t, char *err, size_t errlen) {
     r.loss = s.loss_sum / (double)s.tokens;
     r.accuracy = (double)s.correct / (double)s.tokens;
     r.perplexity = exp(s.nll_sum / (double)s.tokens);
-    double value;
-    if (metric_value(t, &r, &value, err, errlen) != 0) return -1;
-    if (!strcmp(t->cfg.early_stopping_metric, "bleu")) r.bleu = value;
-    if (!strcmp(t->cfg.early_stopping_metric, "chrf")) r.chrf = value;
+    char scores[96];
+    if (translation_scores(t, &r, scores, sizeof scores, err, errlen) != 0) return -1;
+    const double value = metric_value(t, &r);
     t->valid_loss = r.loss;
     t->valid_accuracy = r.accuracy;
     t->last_valid_step = t->st.step;
     if (pmt_trainlog_row(&t->log, &r, err, errlen) != 0) return -1;
 
     int improved = !t->st.has_best || value > t->st.best_metric;
-    pmt_progress_message(&t->log, "valid step %lld | loss %.4f | acc %.2f%% | ppl %.2f%s", (long long)t->st.step,
-                         r.loss, 100.0 * r.accuracy, r.perplexity, improved ? " | new best" : "");
+    pmt_progress_message(&t->log, "valid step %lld | loss %.4f | acc %.2f%% | ppl %.2f%s%s", (long long)t->st.step,
+                         r.loss, 100.0 * r.accuracy, r.perplexity, scores, improved ? " | new best" : "");
     if (improved) {
         t->st.has_best = 1;
         t->st.best_metric = value;
         t->st.stale_validations = 0;
         t->st.elapsed_seconds = elapsed(t);
-        if (pmt_checkpoint_save(t->best_path, &t->model, t->data->spm, t->data->spm_size, NULL, &t->st, err,
-                                errlen) != 0)
+        if (pmt_dist_is_root() && pmt_checkpoint_save(t->best_path, &t->model, t->data->spm, t->data->spm_size,
+                                                      NULL, &t->st, err, errlen) != 0)
             return -1;
     } else {
         t->st.stale_validations++;
@@ -432,12 +504,37 @@ static int after_step(trainer *t, pmt_step_status status, double loss, int epoch
     return 0;
 }
 
+/* stop_reason, agreed by all ranks: one rank leaving the loop alone (its
+ * clock passed `minutes`, it got the signal first) would leave the others
+ * waiting in the next all-reduce. Alone: stop_reason. */
+static const char *agreed_stop_reason(trainer *t, int *stop_signal) {
+    const char *reason = stop_reason(t);
+    *stop_signal = g_stop_signal;
+    if (pmt_dist_size() == 1) return reason;
+    int flags[3] = {reason != NULL, *stop_signal != 0, *stop_signal};
+    pmt_dist_allreduce_max_ints(flags, 3);
+    *stop_signal = flags[1] ? (flags[2] > 0 ? flags[2] : -1) : 0;
+    return reason ? reason : flags[0] ? "a stop criterion was reached on another rank" : NULL;
+}
+
+/* Data parallelism: what the gradient all-reduce cost this session (its time
+ * includes waiting for the slowest rank). Nothing alone. */
+static void report_allreduce(trainer *t) {
+    long calls = pmt_dist_allreduce_calls();
+    if (calls == 0 || t->session_step_seconds <= 0) return;
+    double seconds = pmt_dist_allreduce_seconds();
+    pmt_progress_message(&t->log, "all-reduce: %ld steps, %.1f ms per step, %.1f%% of step time (%.1f MB, %d ranks)",
+                         calls, 1e3 * seconds / (double)calls, 100.0 * seconds / t->session_step_seconds,
+                         t->model.n_params * 4.0 / 1e6, pmt_dist_size());
+}
+
 static int loop(trainer *t, pmt_train_result *res, char *err, size_t errlen) {
     const char *reason;
-    while (!(reason = stop_reason(t))) {
-        if (g_stop_signal) {
+    int stop_signal;
+    while (!(reason = agreed_stop_reason(t, &stop_signal))) {
+        if (stop_signal) {
             res->stop = PMT_TRAIN_INTERRUPTED;
-            res->signal = g_stop_signal > 0 ? g_stop_signal : 0;
+            res->signal = stop_signal > 0 ? stop_signal : 0;
             if (save_last(t, err, errlen) != 0) return -1;
             pmt_progress_message(&t->log, "stopped at step %lld; saved %s (run the same command to resume)",
                                  (long long)t->st.step, t->last_path);
@@ -452,6 +549,7 @@ static int loop(trainer *t, pmt_train_result *res, char *err, size_t errlen) {
     if (t->has_valid && t->st.step > 0 && t->last_valid_step != t->st.step && validate(t, err, errlen) != 0)
         return -1;
     if (t->last_saved_step != t->st.step && save_last(t, err, errlen) != 0) return -1;
+    report_allreduce(t);
     pmt_progress_message(&t->log, "done: %s at step %lld (%.2f epochs, %.1f min)", reason, (long long)t->st.step,
                          epochs_done(t), elapsed(t) / 60.0);
     return 0;
@@ -467,17 +565,20 @@ static int setup(trainer *t, char *err, size_t errlen) {
     }
     if (!strcmp(c->early_stopping_metric, "bleu") || !strcmp(c->early_stopping_metric, "chrf")) {
         if (!t->hooks->valid_metric) {
-            snprintf(err, errlen, "early_stopping_metric = %s needs validation decoding, which this build lacks; "
-                     "use loss or accuracy", c->early_stopping_metric);
+            snprintf(err, errlen, "early_stopping_metric = %s needs validation BLEU/chrF (a valid_metric hook, "
+                     "valid_bleu.h); use loss or accuracy", c->early_stopping_metric);
             return -1;
         }
     }
-    if (make_dirs(c->save_dir, err, errlen) != 0) return -1;
+    /* Data parallelism: only rank 0 writes files (and reads last.ckpt), so
+     * save_dir need exist on its machine only. */
+    const int root = pmt_dist_is_root();
+    if (root && make_dirs(c->save_dir, err, errlen) != 0) return -1;
     snprintf(t->last_path, sizeof t->last_path, "%s/last.ckpt", c->save_dir);
     snprintf(t->best_path, sizeof t->best_path, "%s/best.ckpt", c->save_dir);
     snprintf(t->tsv_path, sizeof t->tsv_path, "%s/train.tsv", c->save_dir);
-    t->log.quiet = t->opt->quiet;
-    if (t->opt->fresh && unlink(t->best_path) != 0 && errno != ENOENT) {
+    t->log.quiet = t->opt->quiet || !root;
+    if (root && t->opt->fresh && unlink(t->best_path) != 0 && errno != ENOENT) {
         snprintf(err, errlen, "--fresh: cannot remove the old '%s': %s", t->best_path, strerror(errno));
         return -1;
     }
@@ -489,9 +590,10 @@ static int setup(trainer *t, char *err, size_t errlen) {
         return -1;
     }
     print_param_counts(t);
-    if (resume_or_init(t, err, errlen) != 0) return -1;
+    if (root && resume_or_init(t, err, errlen) != 0) return -1;
+    share_start(t);
     int64_t keep = (t->opt->fresh || t->st.step == 0) ? -1 : t->st.step;
-    if (pmt_trainlog_open(&t->log, t->tsv_path, keep, t->opt->quiet, err, errlen) != 0) return -1;
+    if (root && pmt_trainlog_open(&t->log, t->tsv_path, keep, t->opt->quiet, err, errlen) != 0) return -1;
     t->last_saved_step = t->last_valid_step = t->st.step;
     t->session_first_step = t->st.step;
     t->elapsed_base = t->st.elapsed_seconds;
@@ -500,6 +602,10 @@ static int setup(trainer *t, char *err, size_t errlen) {
                          "pairs; %d thread(s); logging to %s", t->data->train->n_pairs, t->train_b.n_batches,
                          c->batch_tokens, c->accum, t->has_valid ? t->data->valid->n_pairs : 0,
                          omp_get_max_threads(), t->tsv_path);
+    if (pmt_dist_size() > 1)
+        pmt_progress_message(&t->log, "data-parallel: %d ranks (%d on this machine) x %d thread(s); each batch is "
+                             "split across the ranks; gradient all-reduce of %.1f MB per step", pmt_dist_size(),
+                             pmt_dist_local_size(), omp_get_max_threads(), t->model.n_params * 4.0 / 1e6);
     return 0;
 }
 
@@ -532,7 +638,8 @@ int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_t
     t->session_start = pmt_now_seconds();
     t->valid_loss = t->valid_accuracy = NAN;
     memset(res, 0, sizeof *res);
-    pmt_set_threads(cfg->threads);
+    /* Alone: every core. Several ranks on one machine share its cores. */
+    pmt_set_threads(cfg->threads > 0 ? cfg->threads : pmt_dist_default_threads());
 
     struct sigaction old_int, old_term, sa;
     memset(&sa, 0, sizeof sa);

@@ -51,9 +51,12 @@ typedef struct pmt_train_hooks {
     void *user;
     /* After every optimizer step, with the batch loss and what the optimizer did. */
     void (*on_step)(void *user, int64_t step, double loss, pmt_step_status status);
-    /* Validation metric for early_stopping_metric bleu | chrf (higher is
-     * better): decode the validation set with m and score it. 0, or -1 with err. */
-    int (*valid_metric)(void *user, pmt_model *m, const char *metric, double *value, char *err, size_t errlen);
+    /* Translation scores at every validation (valid_bleu.h): decode a
+     * validation sample with m (no dropout) and fill *bleu and *chrf
+     * (0..100, higher is better); they go into the valid row and serve
+     * early_stopping_metric bleu | chrf, which requires this hook. 0, or -1
+     * with err. */
+    int (*valid_metric)(void *user, pmt_model *m, double *bleu, double *chrf, char *err, size_t errlen);
 } pmt_train_hooks;
 
 typedef struct pmt_train_options {

@@ -81,6 +81,7 @@ static void put_field(FILE *f, const char *fmt, double v) {
 
 int pmt_trainlog_row(pmt_trainlog *l, const pmt_log_row *r, char *err, size_t errlen) {
     FILE *f = l->tsv;
+    if (!f) return 0;  /* never opened: a data-parallel rank other than 0 keeps no table */
     fprintf(f, "%s\t%lld", r->kind, (long long)r->step);
     put_field(f, "%.4f", r->epoch);
     put_field(f, "%.6f", r->loss);

@@ -11,7 +11,8 @@
  * forced argmax == reference over non-pad target tokens; perplexity:
  * exp(plain NLL per token); tokens_per_s: non-pad source + target tokens per
  * second of training steps; elapsed_s: training time over all sessions;
- * bleu/chrf: filled once validation BLEU/chrF exist (empty until then).
+ * bleu/chrf (valid rows): BLEU/chrF of greedy translations of the first
+ * valid_bleu_sentences validation sentences (valid_bleu.h; empty when off).
  *
  * On resume, rows after the checkpoint's step are dropped (the file is
  * rewritten through a temporary + rename), so a crash between checkpoints
@@ -47,7 +48,8 @@ typedef struct pmt_log_row {
 /* Opens path for appending, keeping the header and rows with step <=
  * keep_through (keep_through < 0: start a new table). 0, or -1 with err. */
 int pmt_trainlog_open(pmt_trainlog *l, const char *path, int64_t keep_through, int quiet, char *err, size_t errlen);
-/* Appends and flushes one row; 0, or -1 with err (disk full, ...). */
+/* Appends and flushes one row; 0, or -1 with err (disk full, ...). A log
+ * that was never opened (zeroed: data-parallel ranks other than 0) ignores it. */
 int pmt_trainlog_row(pmt_trainlog *l, const pmt_log_row *row, char *err, size_t errlen);
 /* Closes the table; 0, or -1 with err if the final flush failed. */
 int pmt_trainlog_close(pmt_trainlog *l, char *err, size_t errlen);

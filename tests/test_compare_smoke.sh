@@ -54,7 +54,10 @@ for mode in standard projection wide; do
 done
 check "custom mode got its flags" grep -q -- "--d-model 32" "$study/wide/flags.txt"
 check "bench.json for the named modes" grep -q '"mode":"projection/projection/projection"' "$study/bench.json"
-check "bench ratio in the report" grep -q "^| projection |.*| [0-9]\.[0-9]\{3\} |$" "$report"
+speed_row=$(grep -m 1 "^| projection |" "$report")
+check "bench ratio in the report ($speed_row)" grep -q '^ [0-9]*\.[0-9]\{3\} $' <<< "$(cut -d'|' -f13 <<< "$speed_row")"
+check "translation speed in the report" grep -q '^ [0-9.,]* (beam 2) $' <<< "$(cut -d'|' -f14 <<< "$speed_row")"
+check "no bench for the custom mode" grep -q '^ — $' <<< "$(grep -m 1 "^| wide |" "$report" | cut -d'|' -f13)"
 for name in accuracy loss valid_time; do
   for fmt in png svg; do check "plot $name.$fmt" [ -s "$study/plots/$name.$fmt" ]; done
 done

@@ -38,19 +38,7 @@ if ! "$projmt" prepare --help > /dev/null 2>&1; then
   [ "$failures" -eq 0 ] && exit 77 || exit 1
 fi
 
-# Made-up English/Spanish pairs from word lists.
-awk 'BEGIN {
-  split("I|You|The boy|The girl|My mother|Tom|The teacher", se, "|");
-  split("Yo|Tú|El niño|La niña|Mi madre|Tom|El profesor", ss, "|");
-  split("see|want|buy|find|paint", ve, "|");
-  split("veo|quiero|compro|encuentro|pinto", vs, "|");
-  split("the apple|the year|the coffee|the song|the mountain|the bread|the book|the beach", oe, "|");
-  split("la manzana|el año|el café|la canción|la montaña|el pan|el libro|la playa", os, "|");
-  for (i = 0; i < 280; i++) {
-    a = i % 7 + 1; b = int(i / 7) % 5 + 1; c = int(i / 35) % 8 + 1;
-    printf "%s %s %s.\t%s %s %s.\n", se[a], ve[b], oe[c], ss[a], vs[b], os[c];
-  }
-}' > "$tmp/pairs.tsv"
+awk -f tests/fixtures/made_up_pairs.awk > "$tmp/pairs.tsv"
 "$projmt" prepare --config configs/tiny.ini --corpus "$tmp/pairs.tsv" --data-dir "$tmp/data" \
   --valid-size 20 --test-size 20 --vocab-size 100 > "$tmp/prepare.log" 2>&1
 check "prepare succeeds ($(tail -3 "$tmp/prepare.log" | tr '\n' ' '))" [ -f "$tmp/data/train.tok" ]

@@ -1,12 +1,12 @@
 /*
- * cmd_eval.c — `projmt eval`: scores translations.
+ * cmd_eval.c — `projmt eval`: scores translations, or a checkpoint.
  *
  * Scoring mode: `projmt eval --hyp HYP --ref REF [--metrics bleu,chrf] [--json]`
  * reads a detokenized hypothesis file and the raw references (one sentence
  * per line, aligned) and prints sacreBLEU's text lines with signatures; with
  * --json one JSON object follows on the last line. The scoring itself lives
  * in the library (pmt_metrics_score_lines) so training-time validation and
- * later model-based modes print the same numbers.
+ * the model modes below print the same numbers.
  *
  * Model modes score a checkpoint (library side: evaluate.h):
  *   `projmt eval --model M --split valid|test [--data-dir D] [--json]`

@@ -1,16 +1,26 @@
 /*
  * cmd_train.c — `projmt train`: options → pmt_config → pmt_train_from_dir.
  *
+ * Validation also reports BLEU/chrF of greedy translations of the first
+ * valid_bleu_sentences lines of <data_dir>/valid.{en,es} (valid_bleu.h),
+ * which early_stopping_metric bleu | chrf select the best checkpoint by.
+ *
  * Exit status: 0 when a stop criterion was reached; 128 + signal number
  * (130 for Ctrl-C, 143 for SIGTERM) when stopped by a signal — last.ckpt is
  * then saved and the same command resumes; 1 on an error (message on
  * stderr); 2 on bad options.
+ *
+ * Under mpirun (scripts/train_mpi.sh) every rank runs this command and they
+ * train one model data-parallel (dist.h); an error on any rank ends the whole
+ * job, so no rank waits forever for one that gave up.
  */
 #include <stdio.h>
 
 #include "commands.h"
 #include "config.h"
+#include "dist.h"
 #include "train.h"
+#include "valid_bleu.h"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -27,7 +37,7 @@ static void usage(FILE *out) {
     pmt_config_print_help(out, "data,model,train");
 }
 
-int cmd_train(int argc, char **argv) {
+static int train_command(int argc, char **argv) {
     static const char *const extra[] = {"fresh", "quiet", NULL};
     const char *extra_val[3];
     pmt_config cfg;
@@ -38,19 +48,40 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "projmt train: %s\n", err);
         return 2;
     }
+    /* Under mpirun every rank parses the options; one copy of the answer is enough. */
     if (help) {
-        usage(stdout);
+        if (pmt_dist_is_root()) usage(stdout);
         return 0;
     }
     if (dump) {
-        pmt_config_dump(&cfg, stdout);
+        if (pmt_dist_is_root()) pmt_config_dump(&cfg, stdout);
         return 0;
     }
     pmt_train_options opt = {extra_val[0] != NULL, extra_val[1] != NULL, 1};
+    pmt_valid_bleu vb;
+    pmt_train_hooks hooks = {&vb, NULL, pmt_valid_bleu_hook};
     pmt_train_result res;
-    if (pmt_train_from_dir(&cfg, &opt, NULL, &res, err, sizeof err) != 0) {
+    int rc = pmt_valid_bleu_init(&vb, &cfg, opt.quiet ? NULL : stderr, err, sizeof err);
+    if (rc == 0) {
+        if (!vb.enabled) hooks.valid_metric = NULL;
+        rc = pmt_train_from_dir(&cfg, &opt, &hooks, &res, err, sizeof err);
+    }
+    pmt_valid_bleu_free(&vb);
+    if (rc != 0) {
         fprintf(stderr, "projmt train: %s\n", err);
         return 1;
     }
     return res.stop == PMT_TRAIN_INTERRUPTED ? 128 + (res.signal > 0 ? res.signal : 2) : 0;
+}
+
+int cmd_train(int argc, char **argv) {
+    char err[256];
+    if (pmt_dist_init(&argc, &argv, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt train: %s\n", err);
+        return 1;
+    }
+    int rc = train_command(argc, argv);
+    if (rc == 1 && pmt_dist_size() > 1) pmt_dist_abort("training failed (reason above); stopping every rank");
+    pmt_dist_finalize();
+    return rc;
 }
