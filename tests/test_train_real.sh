@@ -2,7 +2,8 @@
 # test_train_real.sh — a few training steps of configs/small.ini on the real
 # prepared corpus (data/spa-eng from `projmt prepare`): the run succeeds, the
 # loss is finite and falls from its start near ln(vocab), and throughput is
-# reported. SKIPs when the prepared corpus is absent.
+# reported. Without a prepared corpus it prepares spa.txt into a temporary
+# folder first (about 10 s); SKIPs when neither is present.
 # Usage: bash test_train_real.sh <build-dir>
 set -uo pipefail
 
@@ -10,12 +11,18 @@ build=${1:?usage: test_train_real.sh <build-dir>}
 projmt="$build/projmt"
 data="${PROJMT_SOURCE_DIR:-.}/data/spa-eng"
 [ -x "$projmt" ] || { echo "FAIL: $projmt not built"; exit 1; }
-if [ ! -f "$data/train.tok" ] || [ ! -f "$data/valid.tok" ] || [ ! -f "$data/spm.model" ]; then
-  echo "SKIPPED: no prepared corpus in $data (run: projmt prepare --corpus /work/shared/data/spa-eng/spa.txt --data-dir data/spa-eng)"
-  exit 77
-fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-train-real-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+if [ ! -f "$data/train.tok" ] || [ ! -f "$data/valid.tok" ] || [ ! -f "$data/spm.model" ]; then
+  corpus=$(PROJMT_NO_DOWNLOAD=1 bash "${PROJMT_SOURCE_DIR:-.}/scripts/get_data.sh" 2>/dev/null | tail -n 1)
+  if [ -z "$corpus" ] || [ ! -f "$corpus" ]; then
+    echo "SKIPPED: no prepared corpus in $data and no spa.txt found (set PROJMT_DATA_DIR or run projmt prepare)"
+    exit 77
+  fi
+  data="$tmp/data"
+  "$projmt" prepare --corpus "$corpus" --data-dir "$data" > "$tmp/prepare.log" 2>&1 ||
+    { echo "FAIL: prepare of $corpus: $(tail -2 "$tmp/prepare.log" | tr '\n' ' ')"; exit 1; }
+fi
 failures=0 passed=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 ok() { passed=$((passed + 1)); }
