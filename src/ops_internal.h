@@ -22,6 +22,30 @@
  * the gradient they accumulate, and each row visit reads whole lines. */
 #define OPS_COL_BLOCK 32
 
+/* exp(xc) for xc already clamped to [-87.33654, 88.3]: the polynomial and
+ * exponent-bits core that ops_exp and ops_exp_nonpos share. */
+static inline float ops_exp_clamped(float xc) {
+    const float shifter = 12582912.0f;
+    const float t = xc * 1.44269504088896341f + shifter;
+    const float fn = t - shifter;
+    int32_t tbits, sbits;
+    memcpy(&tbits, &t, sizeof tbits);
+    memcpy(&sbits, &shifter, sizeof sbits);
+    float r = xc - fn * 0.693359375f;
+    r = r + fn * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.0f;
+    int32_t bits = (tbits - sbits + 127) << 23;
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return p * two_n;
+}
+
 /* ops_exp: expf written so GCC can vectorise it inside `omp simd` loops.
  * glibc only exposes its vector expf under -ffast-math, which projmt does not
  * use (it would break the meaning of -INFINITY and NaN checks), so softmax
@@ -39,25 +63,7 @@ static inline float ops_exp(float x) {
      * an integer held in the low mantissa bits. floorf/nearbyintf would be
      * libm calls here (GCC inlines them only with -fno-trapping-math), which
      * stops vectorisation. */
-    const float shifter = 12582912.0f;
-    const float t = xc * 1.44269504088896341f + shifter;
-    const float fn = t - shifter;
-    int32_t tbits, sbits;
-    memcpy(&tbits, &t, sizeof tbits);
-    memcpy(&sbits, &shifter, sizeof sbits);
-    float r = xc - fn * 0.693359375f;
-    r = r + fn * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    int32_t bits = (tbits - sbits + 127) << 23;
-    float two_n;
-    memcpy(&two_n, &bits, sizeof two_n);
-    float y = p * two_n;
+    float y = ops_exp_clamped(xc);
     y = x < lo ? 0.0f : y;
     y = x > hi ? INFINITY : y;
     return x != x ? x : y;
@@ -72,25 +78,7 @@ static inline float ops_exp(float x) {
 static inline float ops_exp_nonpos(float x) {
     const float lo = -87.33654f;
     const float xc = x > lo ? x : lo;
-    const float shifter = 12582912.0f;
-    const float t = xc * 1.44269504088896341f + shifter;
-    const float fn = t - shifter;
-    int32_t tbits, sbits;
-    memcpy(&tbits, &t, sizeof tbits);
-    memcpy(&sbits, &shifter, sizeof sbits);
-    float r = xc - fn * 0.693359375f;
-    r = r + fn * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    int32_t bits = (tbits - sbits + 127) << 23;
-    float two_n;
-    memcpy(&two_n, &bits, sizeof two_n);
-    float y = p * two_n;
+    float y = ops_exp_clamped(xc);
     y = x < lo ? 0.0f : y;
     return x != x ? x : y;
 }

@@ -6,18 +6,7 @@
 # writes DIR/tiny.ini; returns non-zero (with the prepare log) on failure.
 make_tiny_data() {
   local projmt=$1 dir=$2
-  awk 'BEGIN {
-    split("I|You|The boy|The girl|My mother|Tom|The teacher", se, "|");
-    split("Yo|Tú|El niño|La niña|Mi madre|Tom|El profesor", ss, "|");
-    split("see|want|buy|find|paint", ve, "|");
-    split("veo|quiero|compro|encuentro|pinto", vs, "|");
-    split("the apple|the year|the coffee|the song|the mountain|the bread|the book|the beach", oe, "|");
-    split("la manzana|el año|el café|la canción|la montaña|el pan|el libro|la playa", os, "|");
-    for (i = 0; i < 280; i++) {
-      a = i % 7 + 1; b = int(i / 7) % 5 + 1; c = int(i / 35) % 8 + 1;
-      printf "%s %s %s.\t%s %s %s.\n", se[a], ve[b], oe[c], ss[a], vs[b], os[c];
-    }
-  }' > "$dir/pairs.tsv"
+  awk -f "$(dirname "${BASH_SOURCE[0]}")/fixtures/made_up_pairs.awk" > "$dir/pairs.tsv"
   cat > "$dir/tiny.ini" <<'INI'
 [model]
 d_model = 16
