@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # setup.sh — installs what projmt needs on Debian 12 (idempotent; fast when all is present).
 #   bash scripts/setup.sh           build + run dependencies
-#   bash scripts/setup.sh --all     also the optional ones: MPI, plotting, PyTorch (reference tests)
+#   bash scripts/setup.sh --all     also what the tests and the study use: MPI, matplotlib
+#   bash scripts/setup.sh --torch   also PyTorch, only to regenerate the reference
+#                                   fixtures (tests/reference/make_fixture.py)
 set -euo pipefail
 
 required=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev zlib1g-dev
           libsentencepiece-dev sentencepiece libinih-dev libedit-dev)
-optional=(libopenmpi-dev openmpi-bin gnuplot-nox python3-torch python3-numpy python3-matplotlib)
+optional=(libopenmpi-dev openmpi-bin python3-numpy python3-matplotlib)
 
 want=("${required[@]}")
-if [ "${1:-}" = "--all" ]; then want+=("${optional[@]}"); fi
+case "${1:-}" in
+  --all) want+=("${optional[@]}") ;;
+  --torch) want+=("${optional[@]}" python3-torch) ;;
+  "") ;;
+  *) echo "setup: unknown option $1 (use --all or --torch)" >&2; exit 2 ;;
+esac
 
 missing=()
 for pkg in "${want[@]}"; do

@@ -9,7 +9,7 @@ order, the batch, the output probabilities, the loss and every gradient.
 
     /usr/bin/python3 tests/reference/make_fixture.py tests/fixtures
 
-Needs Debian's python3-torch (scripts/setup.sh --all installs it).
+Needs Debian's python3-torch (scripts/setup.sh --torch installs it).
 """
 import math
 import sys
