@@ -232,7 +232,7 @@ static int train_spm(const char *dir, char *model_path, size_t len) {
     enum { PREFIX_MAX = 900 };
     static const char *words[] = {"the", "cat", "dog", "house", "el", "gato", "perro", "casa", "is", "es",
                                   "big", "grande", "small", "pequeño", "red", "rojo"};
-    char text_path[1024], prefix[PREFIX_MAX], err[512];
+    char text_path[1024], prefix[PREFIX_MAX];
     snprintf(text_path, sizeof text_path, "%s/text.txt", dir);
     FILE *f = fopen(text_path, "w");
     if (!f) return -1;
@@ -242,16 +242,8 @@ static int train_spm(const char *dir, char *model_path, size_t len) {
         fputc('\n', f);
     }
     if (fclose(f) != 0) return -1;
-    pmt_spm_train_options opt;
-    pmt_spm_train_options_default(&opt);
-    opt.vocab_size = VOCAB;
-    opt.num_threads = 1;
     snprintf(prefix, sizeof prefix, "%s/spm", dir);
-    const char *inputs[1] = {text_path};
-    if (pmt_spm_train(inputs, 1, prefix, &opt, err, sizeof err) != 0) {
-        fprintf(stderr, "spm training failed: %s\n", err);
-        return -1;
-    }
+    if (test_train_spm(text_path, prefix, VOCAB) != 0) return -1;
     if (snprintf(model_path, len, "%.900s.model", prefix) >= (int)len) return -1;
     return 0;
 }

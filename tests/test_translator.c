@@ -36,15 +36,7 @@ static int make_checkpoint(const char *path) {
     for (int rep = 0; rep < 20; rep++)
         for (size_t i = 0; i < sizeof corpus_lines / sizeof *corpus_lines; i++) fprintf(f, "%s\n", corpus_lines[i]);
     fclose(f);
-    pmt_spm_train_options opt;
-    pmt_spm_train_options_default(&opt);
-    opt.vocab_size = 80;
-    opt.num_threads = 1;
-    const char *inputs[1] = {text};
-    if (pmt_spm_train(inputs, 1, prefix, &opt, err, sizeof err) != 0) {
-        fprintf(stderr, "spm train: %s\n", err);
-        return -1;
-    }
+    if (test_train_spm(text, prefix, 80) != 0) return -1;
     pmt_spm *spm = pmt_spm_load_file(model_file, err, sizeof err);
     if (!spm) {
         fprintf(stderr, "spm load: %s\n", err);

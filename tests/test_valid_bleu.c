@@ -41,7 +41,7 @@ static void write_lines(const char *name, int n, int side) {
 
 /* spm.model and valid.{en,es} in a fresh data_dir; 0 or -1. */
 static int make_data_dir(void) {
-    char text[4200], prefix[4200], err[512];
+    char text[4200], prefix[4200];
     snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("valid-bleu"));
     snprintf(text, sizeof text, "%s/corpus.txt", data_dir);
     snprintf(prefix, sizeof prefix, "%s/spm", data_dir);
@@ -50,15 +50,7 @@ static int make_data_dir(void) {
     for (int rep = 0; rep < 20; rep++)
         for (int i = 0; i < N_PAIRS; i++) fprintf(f, "%s\n%s\n", pairs[i][0], pairs[i][1]);
     fclose(f);
-    pmt_spm_train_options opt;
-    pmt_spm_train_options_default(&opt);
-    opt.vocab_size = 80;
-    opt.num_threads = 1;
-    const char *inputs[1] = {text};
-    if (pmt_spm_train(inputs, 1, prefix, &opt, err, sizeof err) != 0) {
-        fprintf(stderr, "spm train: %s\n", err);
-        return -1;
-    }
+    if (test_train_spm(text, prefix, 80) != 0) return -1;
     write_lines("valid.en", N_LINES, 0);
     write_lines("valid.es", N_LINES, 1);
     return 0;

@@ -1,6 +1,8 @@
 /* testutil.c — see testutil.h. */
 #include "testutil.h"
 
+#include "spm.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,4 +60,18 @@ int test_write_file(const char *path, const char *text) {
     int ok = fwrite(text, 1, n, f) == n;
     if (fclose(f) != 0) ok = 0;
     return ok ? 0 : -1;
+}
+
+int test_train_spm(const char *text_path, const char *prefix, int vocab_size) {
+    pmt_spm_train_options opt;
+    char err[512];
+    pmt_spm_train_options_default(&opt);
+    opt.vocab_size = vocab_size;
+    opt.num_threads = 1;
+    const char *inputs[1] = {text_path};
+    if (pmt_spm_train(inputs, 1, prefix, &opt, err, sizeof err) != 0) {
+        fprintf(stderr, "spm training on %s failed: %s\n", text_path, err);
+        return -1;
+    }
+    return 0;
 }

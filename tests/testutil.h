@@ -29,6 +29,9 @@ const char *test_tmpdir(const char *tag);
 const char *test_source_dir(void);
 /* Path to the shared spa.txt when present (PROJMT_DATA_DIR, then ../shared/data), else NULL. */
 const char *test_spa_corpus(void);
+/* Trains a SentencePiece model <prefix>.model of vocab_size pieces on one
+ * text file, single-threaded (repeatable); 0, or -1 with the reason printed. */
+int test_train_spm(const char *text_path, const char *prefix, int vocab_size);
 /* Writes a string to a file; returns 0 on success. */
 int test_write_file(const char *path, const char *text);
 
