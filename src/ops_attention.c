@@ -58,16 +58,7 @@ static void masked_softmax_row(float *row, int nvis, int S) {
         float mx = row[0];
 #pragma omp simd reduction(max : mx)
         for (int j = 1; j < nvis; j++) mx = row[j] > mx ? row[j] : mx;
-        double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < nvis; j++) {
-            const float e = ops_exp_nonpos(row[j] - mx);
-            row[j] = e;
-            sum += e;
-        }
-        const float inv = (float)(1.0 / sum);
-#pragma omp simd
-        for (int j = 0; j < nvis; j++) row[j] *= inv;
+        ops_softmax_from_max(row, row, nvis, mx);
     }
     for (int j = nvis; j < S; j++) row[j] = 0.0f;
 }

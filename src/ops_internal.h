@@ -123,4 +123,22 @@ void projattn_forward_few_queries(float *out, float *probs, const float *q, cons
                                   const float *log_sigma, const int32_t *klen, int causal,
                                   int B, int T, int S, int C, int NH);
 
+/* out[j] = exp(in[j] - mx) / Σ exp(in[k] - mx) for j < n, with mx >= every
+ * in[j] (so every argument is <= 0); returns the sum (in double) for callers
+ * that also need the log-sum-exp. out may alias in. The shared core of the
+ * attention softmax and the cross-entropy; inline so both loops vectorise. */
+static inline double ops_softmax_from_max(float *out, const float *in, int n, float mx) {
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) {
+        const float e = ops_exp_nonpos(in[j] - mx);
+        out[j] = e;
+        sum += e;
+    }
+    const float inv = (float)(1.0 / sum);
+#pragma omp simd
+    for (int j = 0; j < n; j++) out[j] *= inv;
+    return sum;
+}
+
 #endif

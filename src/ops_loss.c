@@ -55,16 +55,7 @@ int crossentropy_forward(float *loss, float *probs, const float *logits,
                 amax = cand < amax ? cand : amax;
             }
         }
-        double sume = 0.0;
-#pragma omp simd reduction(+ : sume)
-        for (int j = 0; j < V; j++) {
-            const float e = ops_exp_nonpos(l[j] - mx);
-            p[j] = e;
-            sume += e;
-        }
-        const float inv = (float)(1.0 / sume);
-#pragma omp simd
-        for (int j = 0; j < V; j++) p[j] *= inv;
+        const double sume = ops_softmax_from_max(p, l, V, mx);
         if (counts) {
             const double lse = (double)mx + log(sume);
             loss[n] = (float)(lse - (1.0 - eps) * (double)ltg - ((double)eps / V) * suml);
