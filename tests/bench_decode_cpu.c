@@ -6,18 +6,18 @@
  * search call; prints sentences per WALL second and per process CPU second.
  *
  *   OPENBLAS_CORETYPE=Haswell ./build/bench_decode_cpu [mode] [threads] [n] [batch] [config]
- * Build like bench_step (see tests/bench_step.c), with this file instead.
+ * Built with -DPROJMT_BENCH_PROGRAMS=ON.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
-#include "decode.h"
-#include "model.h"
-#include "runtime.h"
-#include "spm.h"
+#include "core/config.h"
+#include "translate/beam_search.h"
+#include "model/model.h"
+#include "core/runtime.h"
+#include "data/spm.h"
 
 static double cpu_s(void) {
     struct timespec ts;

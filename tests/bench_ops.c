@@ -3,16 +3,10 @@
  * ctest test: no test_ prefix). Reports the median of repeated runs, next to
  * an sgemm of one d_model × d_model linear layer for scale.
  *
- * Build by hand after the library (from the worktree root):
- *   PKG_CONFIG_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig \
- *   gcc -O3 -march=native -fopenmp -D_POSIX_C_SOURCE=200809L -Isrc -Itests tests/bench_ops.c \
- *       build/libprojmt_core.a $(pkg-config --libs openblas) -lm \
- *       -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -o build/bench_ops
- *   (without the rpath the loader takes the system default libopenblas.so.0,
- *   Debian's alternatives link — here the pthread build; check with ldd)
+ * Built with -DPROJMT_BENCH_PROGRAMS=ON; run as
  *   OPENBLAS_CORETYPE=Haswell [PROJMT_BENCH_CPU=1 OMP_NUM_THREADS=1] ./build/bench_ops
  */
-#include "ops.h"
+#include "nn/ops.h"
 #include "ops_testutil.h"
 
 #include <omp.h>

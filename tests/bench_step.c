@@ -10,14 +10,7 @@
  *   OPENBLAS_CORETYPE=Haswell ./build/bench_step [mode] [threads] [steps] [warmup] [config]
  *   mode: standard | projection | learned (projection with learned σ; default standard)
  *
- * Build (from the worktree root, after the library):
- *   PKG_CONFIG_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp/pkgconfig \
- *   g++ -O2 -fopenmp -Isrc -x c tests/bench_step.c -x none build/libprojmt_core.a \
- *       $(pkg-config --libs openblas sentencepiece inih zlib) -lm \
- *       -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -o build/bench_step
- *   The rpath matters: without it the loader takes the system default
- *   libopenblas.so.0 (Debian's alternatives link, here the pthread build),
- *   whatever pkg-config linked against. Check with ldd.
+ * Built with -DPROJMT_BENCH_PROGRAMS=ON (CMake links the OpenMP OpenBLAS).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,12 +20,12 @@
 
 #include <cblas.h>
 
-#include "batcher.h"
-#include "config.h"
-#include "corpus.h"
-#include "model.h"
-#include "optim.h"
-#include "runtime.h"
+#include "data/batcher.h"
+#include "core/config.h"
+#include "data/corpus.h"
+#include "model/model.h"
+#include "train/optim.h"
+#include "core/runtime.h"
 
 static double cpu_s(void) {
     struct timespec ts;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batcher.h"
-#include "rng.h"
+#include "data/batcher.h"
+#include "core/rng.h"
 #include "testutil.h"
 
 enum { N_PAIRS = 500, MAX_LEN = 24, BUDGET = 400 };

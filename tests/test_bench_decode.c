@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "bench_decode.h"
+#include "tools/bench_decode.h"
 #include "testutil.h"
 
 int main(void) {

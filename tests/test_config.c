@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "testutil.h"
 
 static void test_defaults_and_validate(void) {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "corpus.h"
+#include "data/corpus.h"
 #include "testutil.h"
 
 static char dir[1024];

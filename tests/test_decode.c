@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decode.h"
+#include "translate/beam_search.h"
 #include "testutil.h"
 
 enum { V = 24 };

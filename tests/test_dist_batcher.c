@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "batcher.h"
+#include "data/batcher.h"
 #include "testutil.h"
 #include "train_fixture.h"
 

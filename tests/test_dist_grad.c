@@ -23,8 +23,8 @@
 
 #include <omp.h>
 
-#include "dist.h"
-#include "model.h"
+#include "train/dist.h"
+#include "model/model.h"
 #include "testutil.h"
 
 enum { V = 29, GB = 7, GS = 9, GT = 8 };  /* global batch: GB pairs padded to GS, GT */

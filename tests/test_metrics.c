@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "eval/metrics.h"
 #include "testutil.h"
 
 #define EXACT 1e-9

@@ -22,7 +22,7 @@
 
 #include <omp.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "testutil.h"
 
 enum { V = 23, B = 3, S = 5, T = 4 };

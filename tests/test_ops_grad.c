@@ -17,7 +17,7 @@
  * Sizes are tiny (B=2, T=3, S=3/5, C=8, NH=2, plus a few HS=20 attention
  * cases) so every element is checked.
  */
-#include "ops.h"
+#include "nn/ops.h"
 #include "ops_testutil.h"
 #include "testutil.h"
 

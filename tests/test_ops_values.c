@@ -6,8 +6,8 @@
  * cross-entropy identities, the dropout stream's statistics and
  * reproducibility, and bit-identical results for 1 and 2 OpenMP threads.
  */
-#include "ops.h"
-#include "ops_internal.h"
+#include "nn/ops.h"
+#include "nn/ops_internal.h"
 #include "ops_testutil.h"
 #include "testutil.h"
 

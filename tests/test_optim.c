@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim.h"
-#include "rng.h"
+#include "train/optim.h"
+#include "core/rng.h"
 #include "testutil.h"
 
 /* A 2x2 matrix "w" (decays) followed by a 2-vector "b" (exempt). */

@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "corpus.h"
+#include "core/config.h"
+#include "data/corpus.h"
 #include "fake_corpus.h"
-#include "prepare.h"
-#include "spm.h"
+#include "data/prepare.h"
+#include "data/spm.h"
 #include "testutil.h"
 
 enum { N_GOOD = 300, VALID = 20, TEST = 20 };

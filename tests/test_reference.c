@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "model/model.h"
 #include "testutil.h"
 
 typedef struct fixture {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "fake_corpus.h"
-#include "spm.h"
+#include "data/spm.h"
 #include "testutil.h"
 
 /* Writes each side of the fake corpus to its own file (a joint model sees both). */

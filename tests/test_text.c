@@ -6,9 +6,9 @@
  */
 #include <string.h>
 
-#include "strmap.h"
+#include "core/strmap.h"
 #include "testutil.h"
-#include "text.h"
+#include "core/text.h"
 
 static int valid(const char *s) { return pmt_utf8_valid(s, strlen(s)); }
 

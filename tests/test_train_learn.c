@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "batcher.h"
-#include "checkpoint.h"
+#include "data/batcher.h"
+#include "model/checkpoint.h"
 #include "testutil.h"
-#include "train.h"
+#include "train/train.h"
 #include "train_fixture.h"
 
 typedef struct { double first, last; int64_t steps; } loss_trace;

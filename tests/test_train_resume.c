@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "model/checkpoint.h"
 #include "testutil.h"
-#include "train.h"
+#include "train/train.h"
 #include "train_fixture.h"
 
 enum { N_STEPS = 24, MAX_ROWS = 256 };

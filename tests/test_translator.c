@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
+#include "model/checkpoint.h"
 #include "testutil.h"
-#include "translator.h"
+#include "translate/translator.h"
 
 static const char *const corpus_lines[] = {
     "the cat sleeps on the sofa", "el gato duerme en el sofá", "I like green tea", "me gusta el té verde",

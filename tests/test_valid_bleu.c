@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "eval/metrics.h"
 #include "testutil.h"
-#include "translator.h"
-#include "valid_bleu.h"
+#include "translate/translator.h"
+#include "train/valid_bleu.h"
 
 static const char *const pairs[][2] = {
     {"the cat sleeps on the sofa", "el gato duerme en el sofá"}, {"I like green tea", "me gusta el té verde"},

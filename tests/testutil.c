@@ -1,7 +1,7 @@
 /* testutil.c — see testutil.h. */
 #include "testutil.h"
 
-#include "spm.h"
+#include "data/spm.h"
 
 #include <stdlib.h>
 #include <string.h>

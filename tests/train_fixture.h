@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "corpus.h"
-#include "model.h"
-#include "rng.h"
+#include "core/config.h"
+#include "data/corpus.h"
+#include "model/model.h"
+#include "core/rng.h"
 
 enum { FIX_VOCAB = 24 };
 static const char FIX_SPM[] = "spm bytes stand-in";

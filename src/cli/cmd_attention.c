@@ -13,11 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "attention_dump.h"
-#include "commands.h"
-#include "config.h"
-#include "runtime.h"
-#include "translator.h"
+#include "tools/attention_dump.h"
+#include "cli/commands.h"
+#include "core/config.h"
+#include "core/runtime.h"
+#include "translate/translator.h"
 
 enum { OPT_MODEL, OPT_SRC, OPT_TGT, OPT_OUT, N_ATTENTION_OPTIONS };
 static const char *const attention_options[N_ATTENTION_OPTIONS + 1] = {"model=", "src=", "tgt=", "out=", NULL};

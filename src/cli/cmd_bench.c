@@ -8,14 +8,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench.h"
-#include "bench_decode.h"
-#include "checkpoint.h"
-#include "commands.h"
-#include "config.h"
-#include "corpus.h"
-#include "runtime.h"
-#include "spm.h"
+#include "tools/bench.h"
+#include "tools/bench_decode.h"
+#include "model/checkpoint.h"
+#include "cli/commands.h"
+#include "core/config.h"
+#include "data/corpus.h"
+#include "core/runtime.h"
+#include "data/spm.h"
 
 static void usage(void) {
     printf("usage: projmt bench [--config FILE] [--steps N] [--warmup N] [--modes LIST] [--synthetic] [--json] [options]\n"

@@ -21,12 +21,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "commands.h"
-#include "config.h"
-#include "evaluate.h"
-#include "metrics.h"
-#include "runtime.h"
-#include "translator.h"
+#include "cli/commands.h"
+#include "core/config.h"
+#include "eval/evaluate.h"
+#include "eval/metrics.h"
+#include "core/runtime.h"
+#include "translate/translator.h"
 
 enum { OPT_HYP, OPT_REF, OPT_METRICS, OPT_JSON, OPT_MODEL, OPT_SPLIT, OPT_SRC, OPT_HYP_OUT, N_EVAL_OPTIONS };
 static const char *const eval_options[N_EVAL_OPTIONS + 1] = {"hyp=", "ref=",   "metrics=", "json",

@@ -5,9 +5,9 @@
  */
 #include <stdio.h>
 
-#include "commands.h"
-#include "config.h"
-#include "prepare.h"
+#include "cli/commands.h"
+#include "core/config.h"
+#include "data/prepare.h"
 
 static void usage(FILE *out) {
     fprintf(out,

@@ -16,11 +16,11 @@
  */
 #include <stdio.h>
 
-#include "commands.h"
-#include "config.h"
-#include "dist.h"
-#include "train.h"
-#include "valid_bleu.h"
+#include "cli/commands.h"
+#include "core/config.h"
+#include "train/dist.h"
+#include "train/train.h"
+#include "train/valid_bleu.h"
 
 static void usage(FILE *out) {
     fprintf(out,

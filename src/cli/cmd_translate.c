@@ -25,9 +25,9 @@
 
 #include <editline/readline.h>
 
-#include "commands.h"
-#include "config.h"
-#include "translator.h"
+#include "cli/commands.h"
+#include "core/config.h"
+#include "translate/translator.h"
 
 enum { FILE_BATCH = 32 };
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "commands.h"
+#include "cli/commands.h"
 
 typedef struct {
     const char *name;

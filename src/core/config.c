@@ -1,0 +1,409 @@
+/*
+ * config.c — one table describes every setting (key, type, field, default,
+ * group, help); the INI reader, the command line, --dump-config, --help and
+ * the checkpoint's stored config are all walks over that table, so a new
+ * setting is one line here and one field in config.h.
+ */
+#include "core/config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { T_INT, T_ULONG, T_DOUBLE, T_STRING, T_KIND, T_SIGMA } field_type;
+
+typedef struct {
+    const char *key;      /* INI key; the CLI flag is the same with '-' for '_' */
+    field_type type;
+    size_t offset;
+    size_t size;          /* for strings: buffer size */
+    const char *dflt;     /* default, as text */
+    const char *group;    /* data | model | train | translate */
+    const char *help;
+} field;
+
+#define F(key, type, member, dflt, group, help) \
+    {key, type, offsetof(pmt_config, member), sizeof(((pmt_config *)0)->member), dflt, group, help}
+
+static const field fields[] = {
+    F("corpus", T_STRING, corpus, "", "data", "Anki/Tatoeba TSV: English<TAB>Spanish[<TAB>attribution]"),
+    F("src_file", T_STRING, src_file, "", "data", "aligned plain-text source (English) file"),
+    F("tgt_file", T_STRING, tgt_file, "", "data", "aligned plain-text target (Spanish) file"),
+    F("data_dir", T_STRING, data_dir, "data/spa-eng", "data,train", "prepared data directory"),
+    F("valid_size", T_INT, valid_size, "2000", "data", "sentence pairs held out for validation"),
+    F("test_size", T_INT, test_size, "2000", "data", "sentence pairs held out for test"),
+    F("max_words", T_INT, max_words, "50", "data", "drop pairs with a side longer than this many words"),
+    F("max_ratio", T_DOUBLE, max_ratio, "3.0", "data", "drop pairs whose word-length ratio exceeds this"),
+    F("vocab_size", T_INT, vocab_size, "8000", "data", "joint SentencePiece vocabulary size"),
+    F("spm_model_type", T_STRING, spm_model_type, "unigram", "data", "SentencePiece model: unigram or bpe"),
+    F("character_coverage", T_DOUBLE, character_coverage, "1.0", "data", "SentencePiece character coverage"),
+    F("seed", T_ULONG, seed, "1", "data,train", "random seed (shuffle, split, init, dropout, batches)"),
+
+    F("d_model", T_INT, d_model, "256", "model", "model width C"),
+    F("n_heads", T_INT, n_heads, "4", "model", "attention heads NH (HS = C / NH)"),
+    F("d_ff", T_INT, d_ff, "1024", "model", "feed-forward width F"),
+    F("enc_layers", T_INT, enc_layers, "3", "model", "encoder layers"),
+    F("dec_layers", T_INT, dec_layers, "3", "model", "decoder layers"),
+    F("dropout", T_DOUBLE, dropout, "0.1", "model", "dropout on embeddings and residual branches"),
+    F("label_smoothing", T_DOUBLE, label_smoothing, "0.1", "model", "label smoothing epsilon"),
+    {"encoder_self", T_KIND, offsetof(pmt_config, site_kind) + PMT_SITE_ENC_SELF * sizeof(int), sizeof(int),
+     "standard", "model", "encoder self-attention: standard | projection"},
+    {"decoder_self", T_KIND, offsetof(pmt_config, site_kind) + PMT_SITE_DEC_SELF * sizeof(int), sizeof(int),
+     "standard", "model", "decoder self-attention: standard | projection"},
+    {"decoder_cross", T_KIND, offsetof(pmt_config, site_kind) + PMT_SITE_DEC_CROSS * sizeof(int), sizeof(int),
+     "standard", "model", "decoder cross-attention: standard | projection"},
+    F("sigma", T_SIGMA, sigma_learned, "fixed", "model", "projection sigma: fixed (sigma^2 = sqrt(HS)) | learned"),
+    F("max_len", T_INT, max_len, "128", "model", "longest sequence in tokens"),
+
+    F("batch_tokens", T_INT, batch_tokens, "4096", "train", "source+target tokens (with padding) per batch"),
+    F("accum", T_INT, accum, "1", "train", "gradient accumulation steps"),
+    F("lr", T_DOUBLE, lr, "7e-4", "train", "peak learning rate"),
+    F("warmup", T_INT, warmup, "1000", "train", "linear warm-up steps, then inverse square root decay"),
+    F("beta1", T_DOUBLE, beta1, "0.9", "train", "Adam beta1"),
+    F("beta2", T_DOUBLE, beta2, "0.98", "train", "Adam beta2"),
+    F("adam_eps", T_DOUBLE, adam_eps, "1e-9", "train", "Adam epsilon"),
+    F("clip_norm", T_DOUBLE, clip_norm, "1.0", "train", "clip gradients to this global norm (0 = off)"),
+    F("weight_decay", T_DOUBLE, weight_decay, "0", "train", "decoupled weight decay (AdamW)"),
+    F("epochs", T_INT, epochs, "10", "train", "stop after this many epochs (0 = no limit)"),
+    F("max_steps", T_INT, max_steps, "0", "train", "stop after this many steps (0 = no limit)"),
+    F("minutes", T_DOUBLE, minutes, "0", "train", "stop after this many minutes (0 = no limit)"),
+    F("log_every", T_INT, log_every, "50", "train", "log a training row every K steps"),
+    F("valid_every", T_INT, valid_every, "1000", "train", "validate every M steps (and at each epoch end)"),
+    F("save_dir", T_STRING, save_dir, "models/run", "train", "run folder: checkpoints and train.tsv"),
+    F("threads", T_INT, threads, "0", "train,translate", "threads (0 = all cores)"),
+    F("max_bad_steps", T_INT, max_bad_steps, "10", "train", "stop after this many consecutive NaN/Inf steps"),
+    F("valid_bleu_sentences", T_INT, valid_bleu_sentences, "500", "train", "validation BLEU/chrF on this many sentences (0 = off)"),
+    F("early_stopping_metric", T_STRING, early_stopping_metric, "loss", "train", "best checkpoint metric: loss | accuracy | bleu | chrf"),
+    F("patience", T_INT, patience, "0", "train", "stop after this many validations without improvement (0 = off)"),
+
+    F("model", T_STRING, model, "", "translate", "checkpoint file"),
+    F("beam_size", T_INT, beam_size, "4", "translate", "beam size (1 = greedy)"),
+    F("n_best", T_INT, n_best, "1", "translate", "hypotheses printed per sentence"),
+    F("normalize", T_DOUBLE, normalize, "1.0", "translate", "length normalization: score / length^alpha"),
+    F("max_length_factor", T_DOUBLE, max_length_factor, "1.5", "translate", "output limit: factor * source length + const"),
+    F("max_length_const", T_INT, max_length_const, "10", "translate", "output limit constant"),
+};
+enum { N_FIELDS = sizeof fields / sizeof fields[0] };
+
+static const char *const kind_names[] = {"standard", "projection"};
+
+const char *pmt_attention_kind_name(int kind) {
+    return (kind == PMT_ATTN_PROJECTION) ? kind_names[1] : kind_names[0];
+}
+
+/* Keys compare with '-' and '_' treated alike, so flags and INI keys match. */
+static int key_equal(const char *a, const char *b) {
+    for (; *a && *b; a++, b++) {
+        char ca = (*a == '-') ? '_' : *a, cb = (*b == '-') ? '_' : *b;
+        if (ca != cb) return 0;
+    }
+    return *a == *b;
+}
+
+static const field *find_field(const char *key) {
+    for (int i = 0; i < N_FIELDS; i++)
+        if (key_equal(fields[i].key, key)) return &fields[i];
+    return NULL;
+}
+
+static int parse_kind(const char *v) {
+    for (int k = 0; k < 2; k++)
+        if (!strcmp(v, kind_names[k])) return k;
+    return -1;
+}
+
+static int set_field(pmt_config *cfg, const field *f, const char *value, char *err, size_t errlen) {
+    char *p = (char *)cfg + f->offset;
+    char *end = NULL;
+    errno = 0;
+    switch (f->type) {
+    case T_INT: {
+        long v = strtol(value, &end, 10);
+        if (end == value || *end || errno || v < -2147483647L || v > 2147483647L) goto bad;
+        *(int *)p = (int)v;
+        return 0;
+    }
+    case T_ULONG: {
+        if (value[0] == '-') goto bad;
+        unsigned long v = strtoul(value, &end, 10);
+        if (end == value || *end || errno) goto bad;
+        *(unsigned long *)p = v;
+        return 0;
+    }
+    case T_DOUBLE: {
+        double v = strtod(value, &end);
+        if (end == value || *end || errno || !isfinite(v)) goto bad;
+        *(double *)p = v;
+        return 0;
+    }
+    case T_STRING:
+        if (strlen(value) >= f->size) {
+            snprintf(err, errlen, "value of '%s' is too long (max %zu bytes)", f->key, f->size - 1);
+            return -1;
+        }
+        memcpy(p, value, strlen(value) + 1);
+        return 0;
+    case T_KIND: {
+        int k = parse_kind(value);
+        if (k < 0) goto bad;
+        *(int *)p = k;
+        return 0;
+    }
+    case T_SIGMA:
+        if (!strcmp(value, "fixed")) *(int *)p = 0;
+        else if (!strcmp(value, "learned")) *(int *)p = 1;
+        else goto bad;
+        return 0;
+    }
+bad:
+    snprintf(err, errlen, "invalid value '%s' for '%s' (%s)", value, f->key, f->help);
+    return -1;
+}
+
+int pmt_config_set(pmt_config *cfg, const char *key, const char *value, char *err, size_t errlen) {
+    /* `attention` is shorthand for all three sites. */
+    if (key_equal(key, "attention")) {
+        int k = parse_kind(value);
+        if (k < 0) {
+            snprintf(err, errlen, "invalid value '%s' for 'attention' (standard | projection)", value);
+            return -1;
+        }
+        for (int s = 0; s < PMT_SITES; s++) cfg->site_kind[s] = k;
+        return 0;
+    }
+    const field *f = find_field(key);
+    if (!f) {
+        snprintf(err, errlen, "unknown setting '%s' (see --help for the list)", key);
+        return -1;
+    }
+    return set_field(cfg, f, value, err, errlen);
+}
+
+void pmt_config_defaults(pmt_config *cfg) {
+    char err[256];
+    memset(cfg, 0, sizeof *cfg);
+    for (int i = 0; i < N_FIELDS; i++) {
+        int rc = set_field(cfg, &fields[i], fields[i].dflt, err, sizeof err);
+        (void)rc;
+    }
+}
+
+static void format_field(const pmt_config *cfg, const field *f, char *buf, size_t len) {
+    const char *p = (const char *)cfg + f->offset;
+    switch (f->type) {
+    case T_INT: snprintf(buf, len, "%d", *(const int *)p); break;
+    case T_ULONG: snprintf(buf, len, "%lu", *(const unsigned long *)p); break;
+    case T_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)p); break;
+    case T_STRING: snprintf(buf, len, "%s", p); break;
+    case T_KIND: snprintf(buf, len, "%s", pmt_attention_kind_name(*(const int *)p)); break;
+    case T_SIGMA: snprintf(buf, len, "%s", *(const int *)p ? "learned" : "fixed"); break;
+    }
+}
+
+/* INI text of every setting, grouped in sections (sections are informative:
+ * keys are unique, so the reader ignores them). */
+static size_t write_ini(const pmt_config *cfg, char *out, size_t cap) {
+    size_t n = 0;
+    const char *section = "";
+    char value[PMT_PATH_MAX + 32];
+    for (int i = 0; i < N_FIELDS; i++) {
+        const char *group = fields[i].group;
+        size_t glen = strcspn(group, ",");
+        if (strncmp(section, group, glen) || section[glen] != '\0') {
+            static char sec[32];
+            snprintf(sec, sizeof sec, "%.*s", (int)glen, group);
+            section = sec;
+            n += (size_t)snprintf(out ? out + n : NULL, out ? cap - n : 0, "%s[%s]\n", i ? "\n" : "", section);
+        }
+        format_field(cfg, &fields[i], value, sizeof value);
+        n += (size_t)snprintf(out ? out + n : NULL, out ? cap - n : 0, "%s = %s\n", fields[i].key, value);
+    }
+    return n;
+}
+
+char *pmt_config_to_string(const pmt_config *cfg) {
+    size_t n = write_ini(cfg, NULL, 0);
+    char *s = malloc(n + 1);
+    if (!s) return NULL;
+    write_ini(cfg, s, n + 1);
+    return s;
+}
+
+void pmt_config_dump(const pmt_config *cfg, FILE *out) {
+    char *s = pmt_config_to_string(cfg);
+    if (s) fputs(s, out);
+    free(s);
+}
+
+void pmt_config_print_help(FILE *out, const char *groups) {
+    char value[PMT_PATH_MAX + 32], flag[64];
+    pmt_config d;
+    pmt_config_defaults(&d);
+    for (int i = 0; i < N_FIELDS; i++) {
+        /* A field is shown when any of its groups is listed. */
+        int shown = 0;
+        const char *g = fields[i].group;
+        while (*g && !shown) {
+            size_t len = strcspn(g, ",");
+            const char *w = groups;
+            while (*w && !shown) {
+                size_t wl = strcspn(w, ",");
+                if (wl == len && !strncmp(g, w, len)) shown = 1;
+                w += wl + (w[wl] == ',');
+            }
+            g += len + (g[len] == ',');
+        }
+        if (!shown) continue;
+        snprintf(flag, sizeof flag, "--%s", fields[i].key);
+        for (char *c = flag; *c; c++) if (*c == '_') *c = '-';
+        format_field(&d, &fields[i], value, sizeof value);
+        fprintf(out, "  %-26s %s (default: %s)\n", flag, fields[i].help, value[0] ? value : "none");
+    }
+    if (strstr(groups, "model"))
+        fprintf(out, "  %-26s %s\n", "--attention", "shorthand: set all three sites to standard | projection");
+}
+
+typedef struct { pmt_config *cfg; char *err; size_t errlen; int failed; } ini_ctx;
+
+static int config_ini_handler(void *user, const char *section, const char *name, const char *value) {
+    (void)section;
+    ini_ctx *ctx = user;
+    if (ctx->failed) return 0;
+    if (pmt_config_set(ctx->cfg, name, value, ctx->err, ctx->errlen) != 0) {
+        ctx->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+int pmt_config_load_file(pmt_config *cfg, const char *path, char *err, size_t errlen) {
+    char inner[512] = "";
+    ini_ctx ctx = {cfg, inner, sizeof inner, 0};
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "cannot open config file '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = ini_parse_file(f, config_ini_handler, &ctx);
+    fclose(f);
+    if (rc != 0) {
+        snprintf(err, errlen, "config file '%s', line %d: %s", path, rc > 0 ? rc : 0,
+                 ctx.failed ? inner : "syntax error");
+        return -1;
+    }
+    return 0;
+}
+
+int pmt_config_load_string(pmt_config *cfg, const char *text, char *err, size_t errlen) {
+    char inner[512] = "";
+    ini_ctx ctx = {cfg, inner, sizeof inner, 0};
+    int rc = ini_parse_string(text, config_ini_handler, &ctx);
+    if (rc != 0) {
+        snprintf(err, errlen, "stored config, line %d: %s", rc, ctx.failed ? inner : "syntax error");
+        return -1;
+    }
+    return 0;
+}
+
+int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen) {
+#define REQUIRE(cond, ...) do { if (!(cond)) { snprintf(err, errlen, __VA_ARGS__); return -1; } } while (0)
+    REQUIRE(cfg->d_model > 0 && cfg->n_heads > 0 && cfg->d_model % cfg->n_heads == 0,
+            "d_model (%d) must be a positive multiple of n_heads (%d)", cfg->d_model, cfg->n_heads);
+    REQUIRE(cfg->d_model % 2 == 0, "d_model (%d) must be even (sinusoidal positions)", cfg->d_model);
+    REQUIRE(cfg->d_ff > 0, "d_ff must be positive (got %d)", cfg->d_ff);
+    REQUIRE(cfg->enc_layers >= 1 && cfg->dec_layers >= 1, "enc_layers and dec_layers must be >= 1");
+    REQUIRE(cfg->dropout >= 0 && cfg->dropout < 1, "dropout must be in [0, 1) (got %g)", cfg->dropout);
+    REQUIRE(cfg->label_smoothing >= 0 && cfg->label_smoothing < 1,
+            "label_smoothing must be in [0, 1) (got %g)", cfg->label_smoothing);
+    REQUIRE(cfg->max_len >= 4, "max_len must be at least 4 (got %d)", cfg->max_len);
+    REQUIRE(cfg->batch_tokens >= 2 * cfg->max_len,
+            "batch_tokens (%d) must hold at least one pair of max_len (%d) sentences", cfg->batch_tokens, cfg->max_len);
+    REQUIRE(cfg->accum >= 1, "accum must be >= 1");
+    REQUIRE(cfg->lr > 0, "lr must be positive");
+    REQUIRE(cfg->vocab_size >= 16, "vocab_size must be at least 16");
+    REQUIRE(cfg->valid_size >= 0 && cfg->test_size >= 0, "valid_size and test_size must be >= 0");
+    REQUIRE(cfg->beam_size >= 1, "beam_size must be >= 1");
+    REQUIRE(cfg->n_best >= 1 && cfg->n_best <= cfg->beam_size, "n_best (%d) must be in [1, beam_size (%d)]",
+            cfg->n_best, cfg->beam_size);
+    REQUIRE(!strcmp(cfg->early_stopping_metric, "loss") || !strcmp(cfg->early_stopping_metric, "accuracy") ||
+            !strcmp(cfg->early_stopping_metric, "bleu") || !strcmp(cfg->early_stopping_metric, "chrf"),
+            "early_stopping_metric must be loss, accuracy, bleu or chrf (got '%s')", cfg->early_stopping_metric);
+#undef REQUIRE
+    return 0;
+}
+
+/* Matches argv[i] against a subcommand option; returns its index or -1. */
+static int match_extra(const char *arg, const char *const *extra, int *takes_value) {
+    if (!extra) return -1;
+    for (int i = 0; extra[i]; i++) {
+        size_t len = strlen(extra[i]);
+        int with_value = len > 0 && extra[i][len - 1] == '=';
+        size_t name_len = len - (size_t)with_value;
+        const char *name = NULL;
+        if (arg[0] == '-' && arg[1] == '-') name = arg + 2;
+        else if (arg[0] == '-' && name_len == 1) name = arg + 1;
+        if (name && strlen(name) == name_len && !strncmp(name, extra[i], name_len)) {
+            *takes_value = with_value;
+            return i;
+        }
+    }
+    return -1;
+}
+
+int pmt_config_parse_args(pmt_config *cfg, int argc, char **argv,
+                          const char *const *extra, const char **extra_val,
+                          int *help, int *dump, char *err, size_t errlen) {
+    *help = 0;
+    *dump = 0;
+    if (extra)
+        for (int i = 0; extra[i]; i++) extra_val[i] = NULL;
+    /* The config file goes first, whatever its position, so flags override it. */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) { snprintf(err, errlen, "--config needs a file name"); return -1; }
+            if (pmt_config_load_file(cfg, argv[i + 1], err, errlen) != 0) return -1;
+        } else if (!strncmp(argv[i], "--config=", 9)) {
+            if (pmt_config_load_file(cfg, argv[i] + 9, err, errlen) != 0) return -1;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        int takes_value = 0;
+        int x = match_extra(arg, extra, &takes_value);
+        if (x >= 0) {
+            if (takes_value) {
+                if (i + 1 >= argc) { snprintf(err, errlen, "option %s needs a value", arg); return -1; }
+                extra_val[x] = argv[++i];
+            } else {
+                extra_val[x] = "1";
+            }
+            continue;
+        }
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) { *help = 1; continue; }
+        if (!strcmp(arg, "--dump-config")) { *dump = 1; continue; }
+        if (!strcmp(arg, "--config")) { i++; continue; }
+        if (!strncmp(arg, "--config=", 9)) continue;
+        if (arg[0] != '-' || arg[1] != '-' || !arg[2]) {
+            snprintf(err, errlen, "unexpected argument '%s' (options are --key value; see --help)", arg);
+            return -1;
+        }
+        char key[128];
+        const char *eq = strchr(arg + 2, '=');
+        const char *value;
+        size_t klen = eq ? (size_t)(eq - (arg + 2)) : strlen(arg + 2);
+        if (klen >= sizeof key) { snprintf(err, errlen, "unknown option '%s'", arg); return -1; }
+        memcpy(key, arg + 2, klen);
+        key[klen] = '\0';
+        if (eq) {
+            value = eq + 1;
+        } else {
+            if (i + 1 >= argc) { snprintf(err, errlen, "option --%s needs a value", key); return -1; }
+            value = argv[++i];
+        }
+        if (pmt_config_set(cfg, key, value, err, errlen) != 0) return -1;
+    }
+    return 0;
+}

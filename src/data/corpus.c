@@ -1,0 +1,226 @@
+/*
+ * corpus.c — reading and writing the tokenized split files of corpus.h.
+ *
+ * Why it checks so much: a .tok file is produced once and read by every
+ * training run, so a truncated copy or a flipped bit must give a message
+ * naming the file and the fault, never a crash or silently wrong ids. The
+ * header is read first and sanity-checked (offset tables must be monotone
+ * and end at the id counts; counts may not claim more data than the
+ * compressed file could hold) before anything large is allocated, and the
+ * trailing crc32 covers every decompressed byte.
+ *
+ * Ownership: pmt_corpus owns its four arrays (malloc'd); pmt_corpus_free.
+ */
+#include "data/corpus.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+static const char corpus_magic[8] = {'P', 'M', 'T', 'T', 'O', 'K', '\0', '\1'};
+enum { CORPUS_VERSION = 1 };
+/* deflate cannot compress better than about 1032:1, so a header whose counts
+ * need more decompressed bytes than this times the file size is corrupt. */
+enum { DEFLATE_MAX_RATIO = 1100 };
+
+/* A gz stream plus the running crc32 of every byte passed through it. */
+typedef struct {
+    gzFile gz;
+    uLong crc;
+    const char *path;
+    char *err;
+    size_t errlen;
+} tok_stream;
+
+/* Describes the zlib error state of the stream (or errno for I/O faults). */
+static const char *gz_reason(gzFile gz) {
+    int code = Z_OK;
+    const char *msg = gzerror(gz, &code);
+    if (code == Z_ERRNO) return strerror(errno);
+    if (code == Z_OK || !msg || !*msg) return "unexpected end of file (truncated?)";
+    return msg;
+}
+
+/* Writes n bytes, folding them into the checksum; 0 or -1 with err. */
+static int stream_write(tok_stream *s, const void *data, size_t n) {
+    const unsigned char *p = data;
+    while (n > 0) {
+        unsigned chunk = n > (1u << 30) ? (1u << 30) : (unsigned)n;
+        if (gzwrite(s->gz, p, chunk) != (int)chunk) {
+            snprintf(s->err, s->errlen, "cannot write '%s': %s", s->path, gz_reason(s->gz));
+            return -1;
+        }
+        s->crc = crc32(s->crc, p, chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return 0;
+}
+
+/* Reads exactly n bytes (what names the part, for the message); 0 or -1. */
+static int stream_read(tok_stream *s, void *data, size_t n, const char *what) {
+    unsigned char *p = data;
+    while (n > 0) {
+        unsigned chunk = n > (1u << 30) ? (1u << 30) : (unsigned)n;
+        int got = gzread(s->gz, p, chunk);
+        if (got != (int)chunk) {
+            snprintf(s->err, s->errlen, "corrupt token file '%s': cannot read its %s: %s "
+                     "(re-run `projmt prepare` to rebuild it)", s->path, what,
+                     got < 0 ? gz_reason(s->gz) : "file is truncated");
+            return -1;
+        }
+        s->crc = crc32(s->crc, p, chunk);
+        p += chunk;
+        n -= chunk;
+    }
+    return 0;
+}
+
+/* Writes the header, tables, ids and the crc32 of all of them. */
+static int write_body(tok_stream *s, const pmt_corpus *c) {
+    uint32_t version = CORPUS_VERSION, n_pairs = (uint32_t)c->n_pairs;
+    uint64_t n_src = c->src_off[c->n_pairs], n_tgt = c->tgt_off[c->n_pairs];
+    size_t n_off = (size_t)c->n_pairs + 1;
+    if (stream_write(s, corpus_magic, sizeof corpus_magic) || stream_write(s, &version, sizeof version) ||
+        stream_write(s, &n_pairs, sizeof n_pairs) || stream_write(s, &n_src, sizeof n_src) ||
+        stream_write(s, &n_tgt, sizeof n_tgt) || stream_write(s, c->src_off, n_off * sizeof(uint64_t)) ||
+        stream_write(s, c->tgt_off, n_off * sizeof(uint64_t)) ||
+        stream_write(s, c->src_ids, n_src * sizeof(int32_t)) || stream_write(s, c->tgt_ids, n_tgt * sizeof(int32_t)))
+        return -1;
+    uint32_t crc = (uint32_t)s->crc;
+    return stream_write(s, &crc, sizeof crc);
+}
+
+int pmt_corpus_save(const pmt_corpus *c, const char *path, char *err, size_t errlen) {
+    if (c->n_pairs < 0 || c->src_off[0] != 0 || c->tgt_off[0] != 0) {
+        snprintf(err, errlen, "refusing to write '%s': corpus offsets do not start at 0", path);
+        return -1;
+    }
+    size_t tmp_len = strlen(path) + 5;
+    char *tmp = malloc(tmp_len);
+    if (!tmp) { snprintf(err, errlen, "out of memory writing '%s'", path); return -1; }
+    snprintf(tmp, tmp_len, "%s.tmp", path);
+    tok_stream s = {gzopen(tmp, "wb6"), crc32(0, Z_NULL, 0), path, err, errlen};
+    int rc = -1;
+    if (!s.gz) {
+        snprintf(err, errlen, "cannot create '%s': %s", tmp, errno ? strerror(errno) : "out of memory");
+    } else {
+        rc = write_body(&s, c);
+        int close_rc = gzclose(s.gz);
+        if (rc == 0 && close_rc != Z_OK) {
+            snprintf(err, errlen, "cannot write '%s': closing failed (zlib code %d; disk full?)", path, close_rc);
+            rc = -1;
+        }
+        if (rc == 0 && rename(tmp, path) != 0) {
+            snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+            rc = -1;
+        }
+        if (rc != 0) remove(tmp);
+    }
+    free(tmp);
+    return rc;
+}
+
+/* Checks an offset table: starts at 0, never decreases, ends at total. */
+static int offsets_valid(const uint64_t *off, uint32_t n_pairs, uint64_t total) {
+    if (off[0] != 0 || off[n_pairs] != total) return 0;
+    for (uint32_t i = 0; i < n_pairs; i++)
+        if (off[i + 1] < off[i] || off[i + 1] - off[i] > (uint64_t)INT32_MAX) return 0;
+    return 1;
+}
+
+/* Sets the standard "corrupt token file" message; returns -1. */
+static int fail_corrupt(tok_stream *s, const char *what) {
+    snprintf(s->err, s->errlen, "corrupt token file '%s': %s (re-run `projmt prepare` to rebuild it)", s->path, what);
+    return -1;
+}
+
+/* Reads and checks the fixed header; fills the counts. */
+static int read_header(tok_stream *s, uint64_t file_size, uint32_t *n_pairs, uint64_t *n_src, uint64_t *n_tgt) {
+    char magic[8];
+    uint32_t version;
+    if (stream_read(s, magic, sizeof magic, "header")) return -1;
+    if (memcmp(magic, corpus_magic, sizeof magic) != 0) {
+        snprintf(s->err, s->errlen, "'%s' is not a projmt token file (bad magic); expected a <split>.tok "
+                 "written by `projmt prepare`", s->path);
+        return -1;
+    }
+    if (stream_read(s, &version, sizeof version, "header")) return -1;
+    if (version != CORPUS_VERSION) {
+        snprintf(s->err, s->errlen, "token file '%s' has format version %u, this build reads version %d; "
+                 "re-run `projmt prepare`", s->path, version, CORPUS_VERSION);
+        return -1;
+    }
+    if (stream_read(s, n_pairs, sizeof *n_pairs, "header") || stream_read(s, n_src, sizeof *n_src, "header") ||
+        stream_read(s, n_tgt, sizeof *n_tgt, "header"))
+        return -1;
+    if (*n_pairs > (uint32_t)INT32_MAX - 1) return fail_corrupt(s, "pair count out of range");
+    /* Every count is bounded by what the compressed bytes could expand to. */
+    uint64_t limit = (file_size + 1) * DEFLATE_MAX_RATIO;
+    if (*n_pairs > limit / 16 || *n_src > limit / 4 || *n_tgt > limit / 4 ||
+        ((uint64_t)*n_pairs + 1) * 16 + (*n_src + *n_tgt) * 4 > limit)
+        return fail_corrupt(s, "header counts exceed what the file can hold");
+    return 0;
+}
+
+/* Reads and verifies everything after gzopen; on failure c is partly
+ * filled and the caller frees it. */
+static int read_body(tok_stream *s, pmt_corpus *c, uint64_t file_size) {
+    uint32_t n_pairs;
+    uint64_t n_src, n_tgt;
+    if (read_header(s, file_size, &n_pairs, &n_src, &n_tgt)) return -1;
+    size_t n_off = (size_t)n_pairs + 1;
+    c->n_pairs = (int)n_pairs;
+    c->src_off = malloc(n_off * sizeof(uint64_t));
+    c->tgt_off = malloc(n_off * sizeof(uint64_t));
+    c->src_ids = malloc((n_src ? n_src : 1) * sizeof(int32_t));
+    c->tgt_ids = malloc((n_tgt ? n_tgt : 1) * sizeof(int32_t));
+    if (!c->src_off || !c->tgt_off || !c->src_ids || !c->tgt_ids) {
+        snprintf(s->err, s->errlen, "out of memory loading '%s'", s->path);
+        return -1;
+    }
+    if (stream_read(s, c->src_off, n_off * sizeof(uint64_t), "source offsets") ||
+        stream_read(s, c->tgt_off, n_off * sizeof(uint64_t), "target offsets"))
+        return -1;
+    if (!offsets_valid(c->src_off, n_pairs, n_src) || !offsets_valid(c->tgt_off, n_pairs, n_tgt))
+        return fail_corrupt(s, "offset table is inconsistent");
+    if (stream_read(s, c->src_ids, n_src * sizeof(int32_t), "source ids") ||
+        stream_read(s, c->tgt_ids, n_tgt * sizeof(int32_t), "target ids"))
+        return -1;
+    uint32_t expected = (uint32_t)s->crc, stored;
+    if (stream_read(s, &stored, sizeof stored, "checksum")) return -1;
+    if (stored != expected) return fail_corrupt(s, "checksum mismatch");
+    char extra;
+    if (gzread(s->gz, &extra, 1) != 0) return fail_corrupt(s, "unexpected bytes after the checksum");
+    return 0;
+}
+
+int pmt_corpus_load(pmt_corpus *c, const char *path, char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, errlen, "cannot open token file '%s': %s (run `projmt prepare` first)", path, strerror(errno));
+        return -1;
+    }
+    tok_stream s = {gzopen(path, "rb"), crc32(0, Z_NULL, 0), path, err, errlen};
+    if (!s.gz) {
+        snprintf(err, errlen, "cannot open token file '%s': %s", path, errno ? strerror(errno) : "out of memory");
+        return -1;
+    }
+    int rc = read_body(&s, c, (uint64_t)st.st_size);
+    int close_rc = gzclose(s.gz);
+    if (rc == 0 && close_rc != Z_OK) rc = fail_corrupt(&s, "zlib reported an error when closing it");
+    if (rc != 0) pmt_corpus_free(c);
+    return rc;
+}
+
+void pmt_corpus_free(pmt_corpus *c) {
+    free(c->src_off);
+    free(c->tgt_off);
+    free(c->src_ids);
+    free(c->tgt_ids);
+    memset(c, 0, sizeof *c);
+}

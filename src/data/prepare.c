@@ -1,0 +1,463 @@
+/*
+ * prepare.c — the `projmt prepare` pipeline (see prepare.h): read + clean,
+ * seeded split, SentencePiece training, encoding, atomic output.
+ *
+ * Why the output registry: every file goes to "<name>.tmp" first and is
+ * recorded; only when every phase succeeded are they renamed into place,
+ * manifest.json last (an older manifest is removed before the renames
+ * begin). On any failure all temporaries are deleted. A data dir with a
+ * manifest.json is therefore always complete and consistent.
+ *
+ * Why our own PRNG: rand() differs between libcs; splitmix64 + Fisher–Yates
+ * with rejection sampling gives the same split for the same seed everywhere.
+ */
+#include "data/prepare.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/corpus.h"
+#include "data/prepare_internal.h"
+#include "data/spm.h"
+#include "core/strmap.h"
+
+static const char *const split_names[PMT_SPLITS] = {"train", "valid", "test"};
+static const char *const side_names[PMT_SIDES] = {"en", "es"};
+
+enum { MAX_OUTPUTS = 16, OUT_PATH = PMT_PATH_MAX + 64 };
+
+/* Files written under temporary names, renamed together at the end. */
+typedef struct {
+    char tmp[MAX_OUTPUTS][OUT_PATH];
+    char final[MAX_OUTPUTS][OUT_PATH];
+    int n;
+} output_set;
+
+/* Registers <dir>/<name> and returns its temporary path. */
+static const char *output_add(output_set *o, const char *dir, const char *name) {
+    snprintf(o->final[o->n], OUT_PATH, "%s/%s", dir, name);
+    snprintf(o->tmp[o->n], OUT_PATH, "%s/%s.tmp", dir, name);
+    return o->tmp[o->n++];
+}
+
+/* Deletes every temporary written so far (the failure path). */
+static void output_discard(const output_set *o) {
+    for (int i = 0; i < o->n; i++) remove(o->tmp[i]);
+}
+
+/* Renames every temporary into place, the last registered (the manifest)
+ * last, after removing any previous manifest so a crash between renames
+ * leaves no complete-looking directory. */
+static int output_commit(const output_set *o, char *err, size_t errlen) {
+    if (remove(o->final[o->n - 1]) != 0 && errno != ENOENT) {
+        snprintf(err, errlen, "cannot replace '%s': %s", o->final[o->n - 1], strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < o->n; i++) {
+        if (rename(o->tmp[i], o->final[i]) != 0) {
+            snprintf(err, errlen, "cannot rename '%s' to '%s': %s", o->tmp[i], o->final[i], strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* mkdir -p, then a write probe: fails early, before minutes of work. */
+static int make_output_dir(const char *dir, char *err, size_t errlen) {
+    char path[OUT_PATH];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1;; p++) {
+        int at_end = *p == '\0';
+        if (*p != '/' && !at_end) continue;
+        *p = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create output directory '%s': %s; choose another --data-dir", path, strerror(errno));
+            return -1;
+        }
+        if (at_end) break;
+        *p = '/';
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "output path '%s' is not a directory; choose another --data-dir", dir);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/.prepare-write-test.tmp", dir);
+    FILE *probe = fopen(path, "wb");
+    if (!probe || fclose(probe) != 0) {
+        snprintf(err, errlen, "cannot write into output directory '%s': %s; choose another --data-dir", dir, strerror(errno));
+        return -1;
+    }
+    remove(path);
+    return 0;
+}
+
+/* Checks the data settings prepare uses, before any work is done. */
+static int validate_options(const pmt_config *cfg, char *err, size_t errlen) {
+#define REQUIRE(cond, ...) do { if (!(cond)) { snprintf(err, errlen, __VA_ARGS__); return -1; } } while (0)
+    REQUIRE(cfg->data_dir[0], "data_dir is empty; give --data-dir DIR");
+    REQUIRE(cfg->valid_size >= 0 && cfg->test_size >= 0, "valid_size (%d) and test_size (%d) must be >= 0",
+            cfg->valid_size, cfg->test_size);
+    REQUIRE(cfg->max_words >= 1, "max_words must be >= 1 (got %d)", cfg->max_words);
+    REQUIRE(cfg->max_ratio >= 1.0, "max_ratio must be >= 1 (got %g)", cfg->max_ratio);
+    REQUIRE(cfg->vocab_size >= 16, "vocab_size must be >= 16 (got %d)", cfg->vocab_size);
+    REQUIRE(cfg->character_coverage > 0 && cfg->character_coverage <= 1,
+            "character_coverage must be in (0, 1] (got %g)", cfg->character_coverage);
+    REQUIRE(!strcmp(cfg->spm_model_type, "unigram") || !strcmp(cfg->spm_model_type, "bpe"),
+            "spm_model_type must be unigram or bpe (got '%s')", cfg->spm_model_type);
+#undef REQUIRE
+    return 0;
+}
+
+/* ---- split ------------------------------------------------------------ */
+
+/* splitmix64: one 64-bit state word, good statistical quality, same everywhere. */
+static uint64_t splitmix64_next(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n) without modulo bias (rejection of the short tail). */
+static uint64_t uniform_below(uint64_t *state, uint64_t n) {
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n, r;
+    do r = splitmix64_next(state); while (r >= limit);
+    return r % n;
+}
+
+/* Fisher–Yates shuffle of idx[0..n) driven by seed. */
+static void shuffle_indices(long *idx, long n, unsigned long seed) {
+    uint64_t state = (uint64_t)seed;
+    for (long i = n - 1; i > 0; i--) {
+        long j = (long)uniform_below(&state, (uint64_t)i + 1);
+        long t = idx[i]; idx[i] = idx[j]; idx[j] = t;
+    }
+}
+
+/* The pairs of each split, as indices into the pair list, in shuffled order. */
+typedef struct {
+    long *idx[PMT_SPLITS];
+    long n[PMT_SPLITS];
+} split_plan;
+
+/* Releases the index lists (safe on a partly built plan). */
+static void split_plan_free(split_plan *s) {
+    for (int k = 0; k < PMT_SPLITS; k++) free(s->idx[k]);
+    memset(s, 0, sizeof *s);
+}
+
+/* Chooses the split of every English sentence's group of pairs: groups are
+ * taken in shuffled order and go to valid, else test, when they still fit
+ * there, else to train. */
+static int assign_splits(const pmt_pair_list *list, const long *order, const pmt_config *cfg, split_plan *plan) {
+    pmt_strmap groups;
+    int *group_of = malloc((size_t)list->n * sizeof *group_of);
+    long *group_size = calloc((size_t)list->n, sizeof *group_size);
+    signed char *group_split = malloc((size_t)list->n);
+    int ok = group_of && group_size && group_split && pmt_strmap_init(&groups, (size_t)list->n) == 0;
+    long n_groups = 0;
+    for (long i = 0; ok && i < list->n; i++) {
+        const char *en = list->pairs[i].side[PMT_SIDE_EN];
+        int inserted;
+        int *g = pmt_strmap_get_or_insert(&groups, en, strlen(en), (int)n_groups, &inserted);
+        if (!g) { ok = 0; break; }
+        if (inserted) group_split[n_groups++] = -1;
+        group_of[i] = *g;
+        group_size[*g]++;
+    }
+    long capacity[PMT_SPLITS] = {0, cfg->valid_size, cfg->test_size}, used[PMT_SPLITS] = {0, 0, 0};
+    for (long i = 0; ok && i < list->n; i++) {
+        int g = group_of[order[i]];
+        if (group_split[g] < 0) {
+            int k = PMT_SPLIT_TRAIN;
+            if (used[PMT_SPLIT_VALID] + group_size[g] <= capacity[PMT_SPLIT_VALID]) k = PMT_SPLIT_VALID;
+            else if (used[PMT_SPLIT_TEST] + group_size[g] <= capacity[PMT_SPLIT_TEST]) k = PMT_SPLIT_TEST;
+            group_split[g] = (signed char)k;
+            used[k] += group_size[g];
+        }
+        int k = group_split[g];
+        plan->idx[k][plan->n[k]++] = order[i];
+    }
+    if (group_of && group_size && group_split) pmt_strmap_free(&groups);
+    free(group_of);
+    free(group_size);
+    free(group_split);
+    return ok ? 0 : -1;
+}
+
+/* Shuffles the cleaned pairs and assigns them to splits; refuses sizes that
+ * would leave nothing to train on. */
+static int make_split_plan(const pmt_pair_list *list, const pmt_config *cfg, split_plan *plan, char *err, size_t errlen) {
+    memset(plan, 0, sizeof *plan);
+    if ((long)cfg->valid_size + cfg->test_size >= list->n) {
+        snprintf(err, errlen, "valid_size (%d) + test_size (%d) leaves no training pairs out of %ld cleaned pairs; "
+                 "lower --valid-size/--test-size", cfg->valid_size, cfg->test_size, list->n);
+        return -1;
+    }
+    long *order = malloc((size_t)list->n * sizeof *order);
+    int ok = order != NULL;
+    for (int k = 0; ok && k < PMT_SPLITS; k++) ok = (plan->idx[k] = malloc((size_t)list->n * sizeof(long))) != NULL;
+    if (ok) {
+        for (long i = 0; i < list->n; i++) order[i] = i;
+        shuffle_indices(order, list->n, cfg->seed);
+        ok = assign_splits(list, order, cfg, plan) == 0;
+    }
+    free(order);
+    if (!ok) {
+        split_plan_free(plan);
+        snprintf(err, errlen, "out of memory while splitting the corpus");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- text outputs ----------------------------------------------------- */
+
+/* Writes one side of the pairs idx[0..n) as text lines. */
+static int write_side_text(const char *path, const pmt_pair_list *list, const long *idx, long n, int side,
+                           char *err, size_t errlen) {
+    FILE *f = fopen(path, "wb");
+    if (!f) { snprintf(err, errlen, "cannot create '%s': %s", path, strerror(errno)); return -1; }
+    int ok = 1;
+    for (long i = 0; ok && i < n; i++) ok = fputs(list->pairs[idx[i]].side[side], f) >= 0 && fputc('\n', f) != EOF;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+    return ok ? 0 : -1;
+}
+
+/* Writes <split>.{en,es}; remembers the train files for SentencePiece. */
+static int write_split_texts(const pmt_config *cfg, const pmt_pair_list *list, const split_plan *plan,
+                             output_set *out, const char *train_text[PMT_SIDES], char *err, size_t errlen) {
+    for (int k = 0; k < PMT_SPLITS; k++) {
+        for (int s = 0; s < PMT_SIDES; s++) {
+            char name[32];
+            snprintf(name, sizeof name, "%s.%s", split_names[k], side_names[s]);
+            const char *tmp = output_add(out, cfg->data_dir, name);
+            if (write_side_text(tmp, list, plan->idx[k], plan->n[k], s, err, errlen) != 0) return -1;
+            if (k == PMT_SPLIT_TRAIN) train_text[s] = tmp;
+        }
+    }
+    return 0;
+}
+
+/* ---- SentencePiece ---------------------------------------------------- */
+
+/* Trains the joint model on the training texts into spm.{model,vocab}.tmp. */
+static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], output_set *out,
+                     char *model_path, char *err, size_t errlen) {
+    char prefix[PMT_PATH_MAX + 16];
+    /* spm writes <prefix>.model/.vocab; "spm.tmp" keeps both temporary. */
+    snprintf(prefix, sizeof prefix, "%s/spm.tmp", cfg->data_dir);
+    snprintf(out->tmp[out->n], OUT_PATH, "%s.model", prefix);
+    snprintf(out->final[out->n++], OUT_PATH, "%s/spm.model", cfg->data_dir);
+    snprintf(out->tmp[out->n], OUT_PATH, "%s.vocab", prefix);
+    snprintf(out->final[out->n++], OUT_PATH, "%s/spm.vocab", cfg->data_dir);
+    snprintf(model_path, OUT_PATH, "%s.model", prefix);
+
+    pmt_spm_train_options opt;
+    pmt_spm_train_options_default(&opt);
+    opt.vocab_size = cfg->vocab_size;
+    opt.model_type = cfg->spm_model_type;
+    opt.character_coverage = cfg->character_coverage;
+    opt.seed = cfg->seed;
+    char inner[1024];
+    if (pmt_spm_train(train_text, PMT_SIDES, prefix, &opt, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "SentencePiece training on %s failed: %s", train_text[0], inner);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- encoding --------------------------------------------------------- */
+
+/* Growable id buffer for encoding one side of one split. */
+typedef struct {
+    int32_t *ids;
+    uint64_t n, cap;
+} id_buffer;
+
+/* Makes room for extra more ids (doubling); -1 when out of memory. */
+static int id_buffer_reserve(id_buffer *b, uint64_t extra) {
+    if (b->n + extra <= b->cap) return 0;
+    uint64_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->n + extra) cap *= 2;
+    int32_t *ids = realloc(b->ids, cap * sizeof *ids);
+    if (!ids) return -1;
+    b->ids = ids;
+    b->cap = cap;
+    return 0;
+}
+
+/* Appends the ids of text to b; -1 with err on failure. */
+static int encode_into(const pmt_spm *spm, const char *text, id_buffer *b, char *err, size_t errlen) {
+    size_t guess = strlen(text) + 2;   /* a piece covers >= 1 byte, plus a leading "▁" */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (id_buffer_reserve(b, guess) != 0) { snprintf(err, errlen, "out of memory while encoding"); return -1; }
+        int n = pmt_spm_encode(spm, text, b->ids + b->n, (int)guess);
+        if (n < 0) { snprintf(err, errlen, "SentencePiece: %s", pmt_spm_last_error(spm)); return -1; }
+        if ((size_t)n <= guess) { b->n += (uint64_t)n; return 0; }
+        guess = (size_t)n;
+    }
+    snprintf(err, errlen, "SentencePiece returned inconsistent lengths for one sentence");
+    return -1;
+}
+
+/* qsort order for ints, without the overflow of a - b. */
+static int compare_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of sorted[0..n). */
+static int percentile(const int *sorted, long n, int pct) {
+    if (n == 0) return 0;
+    long rank = (long)((pct * n + 99) / 100);
+    return sorted[rank < 1 ? 0 : rank - 1];
+}
+
+/* Percentiles of the sentence lengths given by an offset table. */
+static void length_stats(const uint64_t *off, long n, int *scratch, pmt_length_stats *out) {
+    for (long i = 0; i < n; i++) scratch[i] = (int)(off[i + 1] - off[i]);
+    qsort(scratch, (size_t)n, sizeof *scratch, compare_int);
+    out->p50 = percentile(scratch, n, 50);
+    out->p90 = percentile(scratch, n, 90);
+    out->p99 = percentile(scratch, n, 99);
+    out->max = n ? scratch[n - 1] : 0;
+}
+
+/* Encodes one side of one split into ids + offsets (ownership to caller). */
+static int encode_side(const pmt_spm *spm, const pmt_pair_list *list, const long *idx, long n, int side,
+                       uint64_t **off_out, int32_t **ids_out, char *err, size_t errlen) {
+    id_buffer b = {NULL, 0, 0};
+    uint64_t *off = malloc(((size_t)n + 1) * sizeof *off);
+    if (!off) { snprintf(err, errlen, "out of memory while encoding"); return -1; }
+    off[0] = 0;
+    for (long i = 0; i < n; i++) {
+        if (encode_into(spm, list->pairs[idx[i]].side[side], &b, err, errlen) != 0) {
+            free(off);
+            free(b.ids);
+            return -1;
+        }
+        off[i + 1] = b.n;
+    }
+    if (id_buffer_reserve(&b, 1) != 0) { free(off); free(b.ids); snprintf(err, errlen, "out of memory"); return -1; }
+    *off_out = off;
+    *ids_out = b.ids;
+    return 0;
+}
+
+/* Token, unk and length statistics of one encoded split. */
+static int split_token_stats(const pmt_corpus *c, int unk_id, pmt_split_stats *st) {
+    int *scratch = malloc(((size_t)c->n_pairs + 1) * sizeof *scratch);
+    if (!scratch) return -1;
+    const uint64_t *offs[PMT_SIDES] = {c->src_off, c->tgt_off};
+    const int32_t *ids[PMT_SIDES] = {c->src_ids, c->tgt_ids};
+    st->pairs = c->n_pairs;
+    for (int s = 0; s < PMT_SIDES; s++) {
+        uint64_t total = offs[s][c->n_pairs];
+        st->tokens[s] = (long)total;
+        st->unk_tokens[s] = 0;
+        for (uint64_t i = 0; i < total; i++) st->unk_tokens[s] += ids[s][i] == unk_id;
+        length_stats(offs[s], c->n_pairs, scratch, &st->length[s]);
+    }
+    free(scratch);
+    return 0;
+}
+
+/* Distinct ids occurring on either side of c (vocabulary coverage). */
+static int count_used_ids(const pmt_corpus *c, int vocab_size) {
+    unsigned char *used = calloc((size_t)vocab_size, 1);
+    if (!used) return 0;
+    for (uint64_t i = 0; i < c->src_off[c->n_pairs]; i++) used[c->src_ids[i]] = 1;
+    for (uint64_t i = 0; i < c->tgt_off[c->n_pairs]; i++) used[c->tgt_ids[i]] = 1;
+    int n = 0;
+    for (int i = 0; i < vocab_size; i++) n += used[i];
+    free(used);
+    return n;
+}
+
+/* Encodes every split into <split>.tok and fills the token statistics. */
+static int encode_splits(const pmt_config *cfg, const char *model_path, const pmt_pair_list *list,
+                         const split_plan *plan, output_set *out, pmt_prepare_stats *stats, char *err, size_t errlen) {
+    pmt_spm *spm = pmt_spm_load_file(model_path, err, errlen);
+    if (!spm) return -1;
+    stats->vocab_size = pmt_spm_vocab_size(spm);
+    int rc = 0;
+    for (int k = 0; rc == 0 && k < PMT_SPLITS; k++) {
+        pmt_corpus c = {(int)plan->n[k], NULL, NULL, NULL, NULL};
+        rc = encode_side(spm, list, plan->idx[k], plan->n[k], PMT_SIDE_EN, &c.src_off, &c.src_ids, err, errlen);
+        if (rc == 0)
+            rc = encode_side(spm, list, plan->idx[k], plan->n[k], PMT_SIDE_ES, &c.tgt_off, &c.tgt_ids, err, errlen);
+        if (rc == 0 && split_token_stats(&c, pmt_spm_unk_id(spm), &stats->split[k]) != 0) {
+            snprintf(err, errlen, "out of memory computing statistics");
+            rc = -1;
+        }
+        if (rc == 0 && k == PMT_SPLIT_TRAIN) stats->vocab_used_in_train = count_used_ids(&c, stats->vocab_size);
+        if (rc == 0) {
+            char name[32];
+            snprintf(name, sizeof name, "%s.tok", split_names[k]);
+            rc = pmt_corpus_save(&c, output_add(out, cfg->data_dir, name), err, errlen);
+        }
+        pmt_corpus_free(&c);
+    }
+    pmt_spm_free(spm);
+    return rc;
+}
+
+/* ---- pipeline --------------------------------------------------------- */
+
+/* The phases after reading, each timed; outputs registered in out. */
+static int run_phases(const pmt_config *cfg, const pmt_pair_list *list, output_set *out,
+                      pmt_prepare_stats *stats, char *err, size_t errlen) {
+    double t = pmt_prepare_now();
+    split_plan plan;
+    if (make_split_plan(list, cfg, &plan, err, errlen) != 0) return -1;
+    const char *train_text[PMT_SIDES];
+    int rc = write_split_texts(cfg, list, &plan, out, train_text, err, errlen);
+    stats->seconds_split = pmt_prepare_now() - t;
+
+    char model_path[OUT_PATH];
+    t = pmt_prepare_now();
+    if (rc == 0) rc = train_spm(cfg, train_text, out, model_path, err, errlen);
+    stats->seconds_spm = pmt_prepare_now() - t;
+
+    t = pmt_prepare_now();
+    if (rc == 0) rc = encode_splits(cfg, model_path, list, &plan, out, stats, err, errlen);
+    stats->seconds_encode = pmt_prepare_now() - t;
+    split_plan_free(&plan);
+    return rc;
+}
+
+int pmt_prepare(const pmt_config *cfg, FILE *log, pmt_prepare_stats *stats, char *err, size_t errlen) {
+    double start = pmt_prepare_now();
+    memset(stats, 0, sizeof *stats);
+    if (validate_options(cfg, err, errlen) != 0 || make_output_dir(cfg->data_dir, err, errlen) != 0) return -1;
+
+    pmt_pair_list list;
+    if (pmt_prepare_read_pairs(cfg, log, &list, stats, err, errlen) != 0) return -1;
+    stats->seconds_read = pmt_prepare_now() - start;
+
+    output_set *out = calloc(1, sizeof *out);
+    if (!out) { pmt_pair_list_free(&list); snprintf(err, errlen, "out of memory"); return -1; }
+    int rc = run_phases(cfg, &list, out, stats, err, errlen);
+    pmt_pair_list_free(&list);
+
+    double t = pmt_prepare_now();
+    if (rc == 0) {
+        const char *manifest = output_add(out, cfg->data_dir, "manifest.json");
+        /* The manifest reports the total, so it is measured up to here. */
+        stats->seconds_total = pmt_prepare_now() - start;
+        rc = pmt_prepare_write_manifest(manifest, cfg, stats, err, errlen);
+    }
+    if (rc == 0) rc = output_commit(out, err, errlen);
+    if (rc != 0) output_discard(out);
+    stats->seconds_write = pmt_prepare_now() - t;
+    stats->seconds_total = pmt_prepare_now() - start;
+    free(out);
+    return rc;
+}

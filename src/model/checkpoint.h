@@ -1,0 +1,106 @@
+/*
+ * checkpoint.h — one self-contained file per checkpoint: everything needed
+ * to translate (config, SentencePiece model, parameters) and, optionally,
+ * everything needed to resume training exactly (Adam moments, step, data
+ * position, best metric, counters, log window).
+ *
+ * Why self-contained: a checkpoint copied to another machine translates with
+ * no data directory; the stored config rebuilds the same model.
+ *
+ * File (gzip stream via zlib; native little-endian values):
+ *   char     magic[8] = "PMTCKPT\0";  uint32 version = 1;  uint32 flags
+ *            (bit 0: Adam moments present, bit 1: training state present)
+ *   uint64   config_len; char config[config_len]     (pmt_config_to_string INI)
+ *   uint64   spm_len;    uint8 spm[spm_len]          (SentencePiece .model bytes)
+ *   int32    vocab_size; int32 n_tensors
+ *   n_tensors x { char name[64]; int32 rows, cols; uint64 offset, size }
+ *   uint64   n_params;   float params[n_params]
+ *   [bit 0]  float m[n_params], v[n_params]; int64 adam_t, bad_steps, skipped
+ *   [bit 1]  uint32 state_size; pmt_train_state (state_size bytes)
+ *   uint32   crc32 of every byte above (uncompressed)
+ * Writes go to <path>.tmp, are fsync'ed, then renamed over <path>: a reader
+ * sees the old file or the new one, never a partial one.
+ *
+ * Ownership: pmt_checkpoint owns every array it holds; pmt_checkpoint_free
+ * releases them. Save functions only read their arguments.
+ */
+#ifndef PROJMT_CHECKPOINT_H
+#define PROJMT_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "model/model.h"
+#include "data/spm.h"
+
+#define PMT_CHECKPOINT_VERSION 1
+
+/* The training loop's position and counters (8-byte fields only: stored as-is). */
+typedef struct pmt_train_state {
+    int64_t step;                /* optimizer steps taken (skipped ones included) */
+    int64_t epoch;               /* data position: epoch of the next batch (0-based) */
+    int64_t batch;               /* index of the next batch within that epoch */
+    uint64_t seed;               /* seed of batch order and dropout streams */
+    int64_t has_best;            /* best_metric is set */
+    double best_metric;          /* best validation value of early_stopping_metric */
+    int64_t stale_validations;   /* validations since the best (patience) */
+    double elapsed_seconds;      /* training time over all sessions */
+    int64_t tokens_seen;         /* source + target tokens trained on */
+    /* Accumulators of the train.tsv row in progress, so rows after a resume
+     * are the ones an uninterrupted run writes. */
+    double win_loss_sum, win_nll_sum, win_grad_norm_sum;
+    int64_t win_tokens, win_correct, win_steps, win_all_tokens;
+    double win_seconds;
+} pmt_train_state;
+
+/* Adam's state as plain arrays, so that this layer needs no optimizer type
+ * (train/optim.h builds one from a pmt_optim and restores one into it). */
+typedef struct pmt_adam_state {
+    size_t n;                    /* values in m and v (= the model's n_params) */
+    const float *m, *v;          /* [n] first and second moments (borrowed) */
+    int64_t t, bad_steps, skipped;
+} pmt_adam_state;
+
+/* A checkpoint read into memory. */
+typedef struct pmt_checkpoint {
+    pmt_config cfg;              /* stored config, parsed over defaults */
+    char *config_text;           /* as stored, NUL-terminated */
+    uint8_t *spm;                /* SentencePiece model bytes */
+    size_t spm_size;
+    int vocab_size;
+    pmt_tensor *tensors;
+    int n_tensors;
+    size_t n_params;
+    float *params;
+    int has_optim;               /* m, v and the counters below are set */
+    float *adam_m, *adam_v;
+    int64_t adam_t, adam_bad_steps, adam_skipped;
+    int has_state;
+    pmt_train_state state;
+} pmt_checkpoint;
+
+/* Writes model m (its config, tensor table and parameters) with the given
+ * SentencePiece bytes; adam (NULL: none) adds Adam state, state (NULL: none)
+ * the training position. Atomic. 0, or -1 with a message naming the file. */
+int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, size_t spm_size,
+                        const pmt_adam_state *adam, const pmt_train_state *state, char *err, size_t errlen);
+
+/* Reads and verifies a checkpoint. Missing, truncated, corrupted,
+ * wrong-magic or wrong-version files give -1 and a message naming the file. */
+int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t errlen);
+void pmt_checkpoint_free(pmt_checkpoint *ck);
+
+/* Copies the stored parameters into m after checking that m's tensor table
+ * (names and shapes) is the stored one. 0, or -1 with err naming the mismatch. */
+int pmt_checkpoint_copy_params(const pmt_checkpoint *ck, pmt_model *m, char *err, size_t errlen);
+
+/* For the translator: loads path, initializes m with the stored config and
+ * vocabulary (arena for max_rows tokens per side; max_len <= 0 means the
+ * stored max_len), copies the parameters and opens the stored SentencePiece
+ * model into *spm (caller frees with pmt_spm_free; pass NULL to skip).
+ * 0, or -1 with err; on failure nothing is left allocated. */
+int pmt_checkpoint_load_model(const char *path, pmt_model *m, int max_rows, int max_len,
+                              pmt_spm **spm, char *err, size_t errlen);
+
+#endif

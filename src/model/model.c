@@ -1,0 +1,674 @@
+/*
+ * model.c — the encoder–decoder Transformer assembled from ops.h kernels.
+ *
+ * Pre-LayerNorm residual blocks: x_out = x_in + dropout(sublayer(LN(x_in))),
+ * where the sublayer is attention (self or cross; standard or projection per
+ * site) or the ReLU feed-forward. The block structure is shared by every site
+ * through block_forward/block_backward, so the three attention sites and the
+ * two stacks differ only in the arguments they pass.
+ *
+ * Parameters are one flat buffer addressed by a table of named tensors built
+ * by one walk over the architecture (build_tensor_table), used twice: once to
+ * count, once to bind pointers. Activations live in an arena allocated once
+ * for the largest batch; forward and backward never allocate.
+ */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/ops.h"
+#include "nn/ops_internal.h"
+#include "core/rng.h"
+
+/* ------------------------------------------------------------------ */
+/* activations                                                         */
+
+/* One pre-LN block's saved values. Which fields are used depends on the
+ * block: attention (standard uses q/k/v, projection does not) or FFN (h). */
+typedef struct block_act {
+    float *ln, *mean, *rstd;   /* LN(x_in) [N, C], stats [N] */
+    float *q, *k, *v;          /* standard attention projections [N, C] / [Nk, C] */
+    float *att;                /* heads concatenated, before W_O [N, C] */
+    float *probs;              /* [B, NH, Tq, Tk] */
+    float *h;                  /* FFN hidden after ReLU [N, F] */
+    float *sub;                /* sublayer output after dropout [N, C] */
+    float *mask;               /* dropout mask [N, C] */
+    float *out;                /* x_in + sub [N, C] */
+} block_act;
+
+typedef struct layer_act {
+    block_act self, cross, ffn;
+} layer_act;
+
+struct pmt_model_activations {
+    float *arena;              /* one allocation; everything below points into it */
+    size_t arena_floats;
+
+    float *enc_x0, *enc_mask0;         /* embedded source [B*S, C] and its dropout mask */
+    float *dec_x0, *dec_mask0;         /* embedded target [B*T, C] */
+    layer_act *enc, *dec;
+    float *enc_out, *enc_mean, *enc_rstd;   /* final encoder LN [B*S, C] */
+    float *dec_out, *dec_mean, *dec_rstd;   /* final decoder LN [B*T, C] */
+    float *logits;                     /* [B*T, V]: logits, then probs, then dlogits */
+    float *loss_rows;                  /* [B*T] */
+
+    /* backward scratch */
+    float *d_enc_stream, *d_dec_stream;    /* residual-stream gradients [rows, C] */
+    float *d_enc_out, *d_dec_out;          /* gradients of the final LN outputs */
+    float *d_ln, *d_q, *d_k, *d_v, *d_att, *d_sub;  /* [rows, C] */
+    float *d_h;                            /* [rows, F]: d(ReLU output), then in place d(pre-activation) */
+
+    float *log_sigma_fixed;            /* [NH]: log σ with σ² = √HS */
+    float *nll_rows;                   /* [B*T] plain NLL per row for perplexity */
+
+    /* shapes of the last forward pass */
+    int B, S, T;
+    uint64_t dropout_seed;
+    int train;
+};
+
+/* ------------------------------------------------------------------ */
+/* tensor table                                                        */
+
+typedef struct table_builder {
+    pmt_model *m;
+    float *base;               /* NULL while counting */
+    size_t offset;
+    int count;
+} table_builder;
+
+static float *add_tensor(table_builder *tb, const char *name, int rows, int cols) {
+    size_t size = (size_t)rows * (size_t)cols;
+    if (tb->base) {
+        pmt_tensor *t = &tb->m->tensors[tb->count];
+        snprintf(t->name, sizeof t->name, "%s", name);
+        t->offset = tb->offset;
+        t->size = size;
+        t->rows = rows;
+        t->cols = cols;
+    }
+    float *p = tb->base ? tb->base + tb->offset : NULL;
+    tb->offset += size;
+    tb->count++;
+    return p;
+}
+
+static void add_attention(table_builder *tb, pmt_attn_params *a, const char *prefix, int kind,
+                          int learned_sigma, int C, int NH) {
+    char name[64];
+#define T(field, suffix, r, c) (snprintf(name, sizeof name, "%s.%s", prefix, suffix), a->field = add_tensor(tb, name, r, c))
+    memset(a, 0, sizeof *a);
+    T(ln_w, "ln_w", C, 1);
+    T(ln_b, "ln_b", C, 1);
+    if (kind == PMT_ATTN_STANDARD) {
+        T(wq, "wq", C, C); T(bq, "bq", C, 1);
+        T(wk, "wk", C, C); T(bk, "bk", C, 1);
+        T(wv, "wv", C, C); T(bv, "bv", C, 1);
+    }
+    T(wo, "wo", C, C);
+    T(bo, "bo", C, 1);
+    if (kind == PMT_ATTN_PROJECTION && learned_sigma) T(log_sigma, "log_sigma", NH, 1);
+#undef T
+}
+
+static void add_ffn(table_builder *tb, pmt_ffn_params *f, const char *prefix, int C, int F) {
+    char name[64];
+#define T(field, suffix, r, c) (snprintf(name, sizeof name, "%s.%s", prefix, suffix), f->field = add_tensor(tb, name, r, c))
+    T(ln_w, "ln_w", C, 1);
+    T(ln_b, "ln_b", C, 1);
+    T(w1, "w1", F, C); T(b1, "b1", F, 1);
+    T(w2, "w2", C, F); T(b2, "b2", C, 1);
+#undef T
+}
+
+/* The one description of the architecture's parameters, in table order. */
+static void build_tensor_table(table_builder *tb, const pmt_config *cfg, int V,
+                               pmt_layer_params *enc, pmt_layer_params *dec,
+                               float **wte, float **enc_ln, float **dec_ln) {
+    const int C = cfg->d_model, NH = cfg->n_heads, F = cfg->d_ff;
+    char prefix[48];
+    *wte = add_tensor(tb, "wte", V, C);
+    for (int l = 0; l < cfg->enc_layers; l++) {
+        snprintf(prefix, sizeof prefix, "enc.%d.self", l);
+        add_attention(tb, &enc[l].self, prefix, cfg->site_kind[PMT_SITE_ENC_SELF], cfg->sigma_learned, C, NH);
+        snprintf(prefix, sizeof prefix, "enc.%d.ffn", l);
+        add_ffn(tb, &enc[l].ffn, prefix, C, F);
+    }
+    enc_ln[0] = add_tensor(tb, "enc.ln_w", C, 1);
+    enc_ln[1] = add_tensor(tb, "enc.ln_b", C, 1);
+    for (int l = 0; l < cfg->dec_layers; l++) {
+        snprintf(prefix, sizeof prefix, "dec.%d.self", l);
+        add_attention(tb, &dec[l].self, prefix, cfg->site_kind[PMT_SITE_DEC_SELF], cfg->sigma_learned, C, NH);
+        snprintf(prefix, sizeof prefix, "dec.%d.cross", l);
+        add_attention(tb, &dec[l].cross, prefix, cfg->site_kind[PMT_SITE_DEC_CROSS], cfg->sigma_learned, C, NH);
+        snprintf(prefix, sizeof prefix, "dec.%d.ffn", l);
+        add_ffn(tb, &dec[l].ffn, prefix, C, F);
+    }
+    dec_ln[0] = add_tensor(tb, "dec.ln_w", C, 1);
+    dec_ln[1] = add_tensor(tb, "dec.ln_b", C, 1);
+}
+
+size_t pmt_model_count_params(const pmt_config *cfg, int V) {
+    pmt_layer_params *enc = calloc((size_t)cfg->enc_layers, sizeof *enc);
+    pmt_layer_params *dec = calloc((size_t)cfg->dec_layers, sizeof *dec);
+    if (!enc || !dec) { free(enc); free(dec); return 0; }
+    table_builder tb = {0};
+    float *wte, *enc_ln[2], *dec_ln[2];
+    build_tensor_table(&tb, cfg, V, enc, dec, &wte, enc_ln, dec_ln);
+    free(enc);
+    free(dec);
+    return tb.offset;
+}
+
+const pmt_tensor *pmt_model_find_tensor(const pmt_model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* FLOPs                                                               */
+
+/* Forward matmul FLOPs of one attention block: Nq query rows, Nk key rows,
+ * Bq*Tq*Tk score entries. */
+static double attention_block_flops(int kind, double C, double Nq, double Nk, double scores) {
+    double proj = (kind == PMT_ATTN_STANDARD) ? 2.0 * C * C * (2.0 * Nq + 2.0 * Nk) : 2.0 * C * C * Nq;
+    return proj + 4.0 * scores * C;   /* q·kᵀ and P·v */
+}
+
+double pmt_model_train_flops(const pmt_config *cfg, int V, int B, int S, int T) {
+    const double C = cfg->d_model, F = cfg->d_ff;
+    const double Ns = (double)B * S, Nt = (double)B * T;
+    double fwd = 0;
+    for (int l = 0; l < cfg->enc_layers; l++)
+        fwd += attention_block_flops(cfg->site_kind[PMT_SITE_ENC_SELF], C, Ns, Ns, (double)B * S * S) + 4.0 * C * F * Ns;
+    for (int l = 0; l < cfg->dec_layers; l++) {
+        /* self-attention: Q,K,V all from the target; the formula's 2Nq+2Nk
+         * counts Q,O on queries and K,V on keys. */
+        fwd += attention_block_flops(cfg->site_kind[PMT_SITE_DEC_SELF], C, Nt, Nt, (double)B * T * T);
+        fwd += attention_block_flops(cfg->site_kind[PMT_SITE_DEC_CROSS], C, Nt, Ns, (double)B * T * S);
+        fwd += 4.0 * C * F * Nt;
+    }
+    fwd += 2.0 * C * V * Nt;
+    return 3.0 * fwd;
+}
+
+/* ------------------------------------------------------------------ */
+/* init / free                                                         */
+
+/* Carves the arena: called once to count (base NULL) and once to bind. */
+typedef struct arena_builder { float *base; size_t used; } arena_builder;
+
+static float *carve(arena_builder *ab, size_t n) {
+    float *p = ab->base ? ab->base + ab->used : NULL;
+    ab->used += (n + 15) & ~(size_t)15;   /* 64-byte alignment for every buffer */
+    return p;
+}
+
+static void carve_block(arena_builder *ab, block_act *a, int is_attention, int kind, int is_cross,
+                        size_t rows, size_t key_rows, size_t probs, int C, int F) {
+    memset(a, 0, sizeof *a);
+    a->ln = carve(ab, rows * C);
+    a->mean = carve(ab, rows);
+    a->rstd = carve(ab, rows);
+    if (is_attention) {
+        if (kind == PMT_ATTN_STANDARD) {
+            a->q = carve(ab, rows * C);
+            a->k = carve(ab, (is_cross ? key_rows : rows) * C);
+            a->v = carve(ab, (is_cross ? key_rows : rows) * C);
+        }
+        a->att = carve(ab, rows * C);
+        a->probs = carve(ab, probs);
+    } else {
+        a->h = carve(ab, rows * F);
+    }
+    a->sub = carve(ab, rows * C);
+    a->mask = carve(ab, rows * C);
+    a->out = carve(ab, rows * C);
+}
+
+static void carve_activations(arena_builder *ab, pmt_model_activations *A, const pmt_config *cfg,
+                              int V, size_t rows, size_t probs) {
+    const int C = cfg->d_model, F = cfg->d_ff, NH = cfg->n_heads;
+    A->enc_x0 = carve(ab, rows * C);
+    A->enc_mask0 = carve(ab, rows * C);
+    A->dec_x0 = carve(ab, rows * C);
+    A->dec_mask0 = carve(ab, rows * C);
+    for (int l = 0; l < cfg->enc_layers; l++) {
+        carve_block(ab, &A->enc[l].self, 1, cfg->site_kind[PMT_SITE_ENC_SELF], 0, rows, rows, probs, C, F);
+        carve_block(ab, &A->enc[l].ffn, 0, 0, 0, rows, rows, probs, C, F);
+    }
+    for (int l = 0; l < cfg->dec_layers; l++) {
+        carve_block(ab, &A->dec[l].self, 1, cfg->site_kind[PMT_SITE_DEC_SELF], 0, rows, rows, probs, C, F);
+        carve_block(ab, &A->dec[l].cross, 1, cfg->site_kind[PMT_SITE_DEC_CROSS], 1, rows, rows, probs, C, F);
+        carve_block(ab, &A->dec[l].ffn, 0, 0, 0, rows, rows, probs, C, F);
+    }
+    A->enc_out = carve(ab, rows * C);
+    A->enc_mean = carve(ab, rows);
+    A->enc_rstd = carve(ab, rows);
+    A->dec_out = carve(ab, rows * C);
+    A->dec_mean = carve(ab, rows);
+    A->dec_rstd = carve(ab, rows);
+    A->logits = carve(ab, rows * (size_t)V);
+    A->loss_rows = carve(ab, rows);
+    A->nll_rows = carve(ab, rows);
+    A->d_enc_stream = carve(ab, rows * C);
+    A->d_dec_stream = carve(ab, rows * C);
+    A->d_enc_out = carve(ab, rows * C);
+    A->d_dec_out = carve(ab, rows * C);
+    A->d_ln = carve(ab, rows * C);
+    A->d_q = carve(ab, rows * C);
+    A->d_k = carve(ab, rows * C);
+    A->d_v = carve(ab, rows * C);
+    A->d_att = carve(ab, rows * C);
+    A->d_sub = carve(ab, rows * C);
+    A->d_h = carve(ab, rows * F);
+    A->log_sigma_fixed = carve(ab, (size_t)NH);
+}
+
+int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
+                   char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    if (pmt_config_validate(cfg, err, errlen) != 0) return -1;
+    if (V < 4 || max_rows < 1 || max_len < 1) {
+        snprintf(err, errlen, "model: bad sizes (vocab %d, max_rows %d, max_len %d)", V, max_rows, max_len);
+        return -1;
+    }
+    m->cfg = *cfg;
+    m->V = V;
+    m->C = cfg->d_model;
+    m->NH = cfg->n_heads;
+    m->HS = cfg->d_model / cfg->n_heads;
+    m->F = cfg->d_ff;
+    m->max_rows = max_rows;
+    m->max_len = max_len;
+
+    m->enc = calloc((size_t)cfg->enc_layers, sizeof *m->enc);
+    m->dec = calloc((size_t)cfg->dec_layers, sizeof *m->dec);
+    m->act = calloc(1, sizeof *m->act);
+    if (!m->enc || !m->dec || !m->act) goto oom;
+    m->act->enc = calloc((size_t)cfg->enc_layers, sizeof *m->act->enc);
+    m->act->dec = calloc((size_t)cfg->dec_layers, sizeof *m->act->dec);
+    if (!m->act->enc || !m->act->dec) goto oom;
+
+    float *enc_ln[2], *dec_ln[2];
+    table_builder count = {.m = m};
+    build_tensor_table(&count, cfg, V, m->enc, m->dec, &m->wte, enc_ln, dec_ln);
+    m->n_params = count.offset;
+    m->n_tensors = count.count;
+    m->tensors = calloc((size_t)m->n_tensors, sizeof *m->tensors);
+    m->params = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
+    m->grads = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
+    m->pos = malloc((size_t)max_len * m->C * sizeof(float));
+    if (!m->tensors || !m->params || !m->grads || !m->pos) goto oom;
+    table_builder bind = {.m = m, .base = m->params};
+    build_tensor_table(&bind, cfg, V, m->enc, m->dec, &m->wte, enc_ln, dec_ln);
+    m->enc_ln_w = enc_ln[0];
+    m->enc_ln_b = enc_ln[1];
+    m->dec_ln_w = dec_ln[0];
+    m->dec_ln_b = dec_ln[1];
+    memset(m->params, 0, m->n_params * sizeof(float));
+    memset(m->grads, 0, m->n_params * sizeof(float));
+    positional_table_init(m->pos, max_len, m->C);
+
+    size_t rows = (size_t)max_rows;
+    size_t probs = (size_t)m->NH * rows * (size_t)max_len;
+    arena_builder ab = {0};
+    carve_activations(&ab, m->act, cfg, V, rows, probs);
+    m->act->arena_floats = ab.used;
+    m->act->arena = aligned_alloc(64, ab.used * sizeof(float));
+    if (!m->act->arena) goto oom;
+    arena_builder bind_arena = {.base = m->act->arena};
+    carve_activations(&bind_arena, m->act, cfg, V, rows, probs);
+    for (int h = 0; h < m->NH; h++) m->act->log_sigma_fixed[h] = (float)(0.25 * log((double)m->HS));
+    return 0;
+oom:
+    snprintf(err, errlen, "model: out of memory (vocab %d, max_rows %d, max_len %d)", V, max_rows, max_len);
+    pmt_model_free(m);
+    return -1;
+}
+
+void pmt_model_free(pmt_model *m) {
+    if (m->act) {
+        free(m->act->arena);
+        free(m->act->enc);
+        free(m->act->dec);
+        free(m->act);
+    }
+    free(m->enc);
+    free(m->dec);
+    free(m->tensors);
+    free(m->params);
+    free(m->grads);
+    free(m->pos);
+    memset(m, 0, sizeof *m);
+}
+
+void pmt_model_init_params(pmt_model *m, uint64_t seed) {
+    pmt_rng rng = {pmt_splitmix64(seed ^ 0x5EED0F0DE1ULL)};
+    for (int i = 0; i < m->n_tensors; i++) {
+        const pmt_tensor *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        const char *leaf = strrchr(t->name, '.');
+        leaf = leaf ? leaf + 1 : t->name;
+        if (!strcmp(t->name, "wte")) {
+            double sd = 1.0 / sqrt((double)m->C);
+            for (size_t j = 0; j < t->size; j++) p[j] = (float)(sd * pmt_rng_normal(&rng));
+            for (int c = 0; c < m->C; c++) p[(size_t)PMT_PAD_ID * m->C + c] = 0.0f;
+        } else if (!strcmp(leaf, "ln_w")) {
+            for (size_t j = 0; j < t->size; j++) p[j] = 1.0f;
+        } else if (!strcmp(leaf, "log_sigma")) {
+            for (size_t j = 0; j < t->size; j++) p[j] = (float)(0.25 * log((double)m->HS));
+        } else if (t->cols > 1) {
+            double limit = sqrt(6.0 / (double)(t->rows + t->cols));
+            for (size_t j = 0; j < t->size; j++) p[j] = (float)(limit * (2.0 * pmt_rng_uniform(&rng) - 1.0));
+        } else {
+            memset(p, 0, t->size * sizeof(float));
+        }
+    }
+}
+
+void pmt_model_output_probs(const pmt_model *m, float *out) {
+    memcpy(out, m->act->logits, (size_t)m->act->B * m->act->T * m->V * sizeof(float));
+}
+
+const float *pmt_model_attention_weights(const pmt_model *m, int site, int layer) {
+    const pmt_model_activations *A = m->act;
+    if (site == PMT_SITE_ENC_SELF) return layer < m->cfg.enc_layers ? A->enc[layer].self.probs : NULL;
+    if (layer >= m->cfg.dec_layers) return NULL;
+    return site == PMT_SITE_DEC_SELF ? A->dec[layer].self.probs : A->dec[layer].cross.probs;
+}
+
+/* Zeroes n floats; large buffers in parallel chunks (a serial memset of a
+ * [rows, C] gradient would leave the other threads idle). */
+static void zero(float *p, size_t n) {
+    enum { CHUNK = 1 << 16 };   /* floats per task: 256 KiB */
+    if (n < 4 * (size_t)CHUNK) {
+        memset(p, 0, n * sizeof(float));
+        return;
+    }
+    const long nchunk = (long)((n + CHUNK - 1) / CHUNK);
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < nchunk; i++) {
+        const size_t lo = (size_t)i * CHUNK, len = n - lo < (size_t)CHUNK ? n - lo : (size_t)CHUNK;
+        memset(p + lo, 0, len * sizeof(float));
+    }
+}
+
+void pmt_model_zero_grad(pmt_model *m) { zero(m->grads, m->n_params); }
+
+/* Gradient pointer of a parameter pointer (same offset in the grads buffer). */
+static inline float *grad_of(const pmt_model *m, const float *param) {
+    return param ? m->grads + (param - m->params) : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* forward                                                             */
+
+/* Everything a block needs to know about its inputs. */
+typedef struct block_io {
+    int B, Tq, Tk;             /* batch, query length, key length */
+    const float *memory;       /* cross-attention keys/values source [B*Tk, C] (NULL: self) */
+    const int32_t *klen;       /* visible keys per sentence */
+    int causal;
+    int kind;                  /* attention kind (attention blocks) */
+    uint64_t dropout_stream;
+} block_io;
+
+static const float *site_log_sigma(const pmt_model *m, const pmt_attn_params *p) {
+    return p->log_sigma ? p->log_sigma : m->act->log_sigma_fixed;
+}
+
+static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, block_act *a,
+                                       const block_io *io) {
+    const int C = m->C, NH = m->NH;
+    const int Nq = io->B * io->Tq, Nk = io->B * io->Tk;
+    const float *mem = io->memory ? io->memory : a->ln;
+    if (io->kind == PMT_ATTN_STANDARD) {
+        linear_forward(a->q, a->ln, p->wq, p->bq, Nq, C, C);
+        linear_forward(a->k, mem, p->wk, p->bk, Nk, C, C);
+        linear_forward(a->v, mem, p->wv, p->bv, Nk, C, C);
+        attention_forward(a->att, a->probs, a->q, a->k, a->v, io->klen, io->causal,
+                          io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
+    } else {
+        projattn_forward(a->att, a->probs, a->ln, mem, site_log_sigma(m, p), io->klen, io->causal,
+                         io->B, io->Tq, io->Tk, C, NH);
+    }
+    linear_forward(a->sub, a->att, p->wo, p->bo, Nq, C, C);
+}
+
+static void ffn_sublayer_forward(pmt_model *m, const pmt_ffn_params *p, block_act *a, int N) {
+    linear_forward(a->h, a->ln, p->w1, p->b1, N, m->C, m->F);
+    relu_forward(a->h, a->h, (size_t)N * m->F);
+    linear_forward(a->sub, a->h, p->w2, p->b2, N, m->F, m->C);
+}
+
+/* x_out = x_in + dropout(sublayer(LN(x_in))). attn is NULL for an FFN block. */
+static void block_forward(pmt_model *m, const pmt_attn_params *attn, const pmt_ffn_params *ffn,
+                          block_act *a, const float *x_in, const block_io *io) {
+    const int N = io->B * io->Tq, C = m->C;
+    const float *ln_w = attn ? attn->ln_w : ffn->ln_w, *ln_b = attn ? attn->ln_b : ffn->ln_b;
+    layernorm_forward(a->ln, a->mean, a->rstd, x_in, ln_w, ln_b, N, C);
+    if (attn) attention_sublayer_forward(m, attn, a, io);
+    else ffn_sublayer_forward(m, ffn, a, N);
+    size_t n = (size_t)N * C;
+    if (m->act->train && m->cfg.dropout > 0) {
+        dropout_mask_fill(a->mask, n, (float)m->cfg.dropout, m->act->dropout_seed, io->dropout_stream);
+        dropout_forward(a->sub, a->sub, a->mask, n);
+    }
+    residual_forward(a->out, x_in, a->sub, n);
+}
+
+/* Embedding with sqrt(C) scale, sinusoidal positions and dropout. */
+static void embed_forward(pmt_model *m, float *x0, float *mask, const int32_t *ids, int B, int T,
+                          uint64_t stream) {
+    embedding_forward(x0, ids, m->wte, m->pos, B, T, m->C, (float)sqrt((double)m->C));
+    size_t n = (size_t)B * T * m->C;
+    if (m->act->train && m->cfg.dropout > 0) {
+        dropout_mask_fill(mask, n, (float)m->cfg.dropout, m->act->dropout_seed, stream);
+        dropout_forward(x0, x0, mask, n);
+    }
+}
+
+/* Dropout streams: a distinct id per dropout site so masks are independent. */
+enum { STREAM_ENC_EMB = 1, STREAM_DEC_EMB = 2, STREAM_LAYER_BASE = 16 };
+static uint64_t block_stream(int decoder, int layer, int block) {
+    return STREAM_LAYER_BASE + (uint64_t)((decoder * 1024 + layer) * 4 + block);
+}
+
+static void encoder_forward(pmt_model *m, const int32_t *src, const int32_t *src_len, int B, int S) {
+    pmt_model_activations *A = m->act;
+    embed_forward(m, A->enc_x0, A->enc_mask0, src, B, S, STREAM_ENC_EMB);
+    const float *x = A->enc_x0;
+    for (int l = 0; l < m->cfg.enc_layers; l++) {
+        block_io io = {B, S, S, NULL, src_len, 0, m->cfg.site_kind[PMT_SITE_ENC_SELF], block_stream(0, l, 0)};
+        block_forward(m, &m->enc[l].self, NULL, &A->enc[l].self, x, &io);
+        io.dropout_stream = block_stream(0, l, 1);
+        block_forward(m, NULL, &m->enc[l].ffn, &A->enc[l].ffn, A->enc[l].self.out, &io);
+        x = A->enc[l].ffn.out;
+    }
+    layernorm_forward(A->enc_out, A->enc_mean, A->enc_rstd, x, m->enc_ln_w, m->enc_ln_b, B * S, m->C);
+}
+
+static void decoder_forward(pmt_model *m, const pmt_batch *b) {
+    pmt_model_activations *A = m->act;
+    embed_forward(m, A->dec_x0, A->dec_mask0, b->tgt_in, b->B, b->T, STREAM_DEC_EMB);
+    const float *x = A->dec_x0;
+    for (int l = 0; l < m->cfg.dec_layers; l++) {
+        block_io self = {b->B, b->T, b->T, NULL, b->tgt_len, 1, m->cfg.site_kind[PMT_SITE_DEC_SELF], block_stream(1, l, 0)};
+        block_forward(m, &m->dec[l].self, NULL, &A->dec[l].self, x, &self);
+        block_io cross = {b->B, b->T, b->S, A->enc_out, b->src_len, 0, m->cfg.site_kind[PMT_SITE_DEC_CROSS], block_stream(1, l, 1)};
+        block_forward(m, &m->dec[l].cross, NULL, &A->dec[l].cross, A->dec[l].self.out, &cross);
+        block_io ffn = {b->B, b->T, b->T, NULL, NULL, 0, 0, block_stream(1, l, 2)};
+        block_forward(m, NULL, &m->dec[l].ffn, &A->dec[l].ffn, A->dec[l].cross.out, &ffn);
+        x = A->dec[l].ffn.out;
+    }
+    layernorm_forward(A->dec_out, A->dec_mean, A->dec_rstd, x, m->dec_ln_w, m->dec_ln_b, b->B * b->T, m->C);
+}
+
+static void check_batch_fits(const pmt_model *m, int B, int S, int T) {
+    if ((long)B * S > m->max_rows || (long)B * T > m->max_rows || S > m->max_len || T > m->max_len) {
+        fprintf(stderr, "projmt: internal error: batch B=%d S=%d T=%d exceeds the model arena (rows %d, len %d)\n",
+                B, S, T, m->max_rows, m->max_len);
+        abort();
+    }
+}
+
+void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len, int B, int S, float *enc_out) {
+    check_batch_fits(m, B, S, 1);
+    m->act->train = 0;
+    encoder_forward(m, src, src_len, B, S);
+    memcpy(enc_out, m->act->enc_out, (size_t)B * S * m->C * sizeof(float));
+}
+
+double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t dropout_seed, pmt_stats *stats) {
+    pmt_model_activations *A = m->act;
+    check_batch_fits(m, b->B, b->S, b->T);
+    A->B = b->B;
+    A->S = b->S;
+    A->T = b->T;
+    A->train = train;
+    A->dropout_seed = dropout_seed;
+    encoder_forward(m, b->src, b->src_len, b->B, b->S);
+    decoder_forward(m, b);
+    const int N = b->B * b->T;
+    linear_forward(A->logits, A->dec_out, m->wte, NULL, N, m->C, m->V);
+    int correct = 0;
+    int counted = crossentropy_forward(A->loss_rows, A->logits, A->logits, b->tgt_out, N, m->V,
+                                       (float)m->cfg.label_smoothing, PMT_PAD_ID, &correct);
+    double loss_sum = 0, nll_sum = 0;
+    for (int i = 0; i < N; i++) {
+        loss_sum += A->loss_rows[i];
+        int32_t y = b->tgt_out[i];
+        if (y != PMT_PAD_ID) {
+            double p = A->logits[(size_t)i * m->V + y];
+            nll_sum += -log(p > 1e-30 ? p : 1e-30);
+        }
+    }
+    if (stats) {
+        stats->loss_sum = loss_sum;
+        stats->nll_sum = nll_sum;
+        stats->tokens = counted;
+        stats->correct = correct;
+    }
+    return counted > 0 ? loss_sum / counted : 0.0;
+}
+
+/* ------------------------------------------------------------------ */
+/* backward                                                            */
+
+
+/* Back-propagates one attention sublayer from d_sub = d(att-output-after-W_O)
+ * to d(LN output) in A->d_ln (overwritten) and, for cross-attention, into
+ * d_memory (accumulated). Scratch gradients are SET by their first writer
+ * (the *_set kernels of ops_internal.h) instead of being zeroed first. */
+static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, const block_act *a,
+                                        const block_io *io, const float *d_sub, float *d_memory) {
+    pmt_model_activations *A = m->act;
+    const int C = m->C, NH = m->NH;
+    const int Nq = io->B * io->Tq, Nk = io->B * io->Tk;
+    const float *mem = io->memory ? io->memory : a->ln;
+    linear_backward_set(A->d_att, grad_of(m, p->wo), grad_of(m, p->bo), d_sub, a->att, p->wo, Nq, C, C);
+    if (io->kind == PMT_ATTN_STANDARD) {
+        zero(A->d_q, (size_t)Nq * C);
+        zero(A->d_k, (size_t)Nk * C);
+        zero(A->d_v, (size_t)Nk * C);
+        attention_backward(A->d_q, A->d_k, A->d_v, A->d_att, a->probs, a->q, a->k, a->v, io->klen, io->causal,
+                           io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
+        float *d_mem = io->memory ? d_memory : A->d_ln;
+        linear_backward_set(A->d_ln, grad_of(m, p->wq), grad_of(m, p->bq), A->d_q, a->ln, p->wq, Nq, C, C);
+        linear_backward(d_mem, grad_of(m, p->wk), grad_of(m, p->bk), A->d_k, mem, p->wk, Nk, C, C);
+        linear_backward(d_mem, grad_of(m, p->wv), grad_of(m, p->bv), A->d_v, mem, p->wv, Nk, C, C);
+    } else {
+        zero(A->d_ln, (size_t)Nq * C);
+        float *d_mem = io->memory ? d_memory : A->d_ln;   /* q = k (= v) in self-attention */
+        projattn_backward(A->d_ln, d_mem, grad_of(m, p->log_sigma), A->d_att, a->probs, a->ln, mem,
+                          site_log_sigma(m, p), io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH);
+    }
+}
+
+/* d_h = d(ReLU output), then in place d(pre-activation); d_ln overwritten. */
+static void ffn_sublayer_backward(pmt_model *m, const pmt_ffn_params *p, const block_act *a, const float *d_sub,
+                                  int N) {
+    pmt_model_activations *A = m->act;
+    linear_backward_set(A->d_h, grad_of(m, p->w2), grad_of(m, p->b2), d_sub, a->h, p->w2, N, m->F, m->C);
+    relu_backward_inplace(A->d_h, a->h, (size_t)N * m->F);
+    linear_backward_set(A->d_ln, grad_of(m, p->w1), grad_of(m, p->b1), A->d_h, a->ln, p->w1, N, m->C, m->F);
+}
+
+/* d_stream holds d(x_out) on entry and d(x_in) on exit: the residual passes
+ * it through unchanged and the LN branch accumulates into it. */
+static void block_backward(pmt_model *m, const pmt_attn_params *attn, const pmt_ffn_params *ffn,
+                           const block_act *a, const float *x_in, const block_io *io,
+                           float *d_stream, float *d_memory) {
+    pmt_model_activations *A = m->act;
+    const int N = io->B * io->Tq, C = m->C;
+    size_t n = (size_t)N * C;
+    /* d(sublayer output): through the dropout mask, or d_stream itself (it
+     * is only read before layernorm_backward updates it). */
+    const float *d_sub = d_stream;
+    if (A->train && m->cfg.dropout > 0) {
+        dropout_backward_set(A->d_sub, d_stream, a->mask, n);
+        d_sub = A->d_sub;
+    }
+    if (attn) attention_sublayer_backward(m, attn, a, io, d_sub, d_memory);
+    else ffn_sublayer_backward(m, ffn, a, d_sub, N);
+    const float *ln_w = attn ? attn->ln_w : ffn->ln_w;
+    layernorm_backward(d_stream, grad_of(m, ln_w), grad_of(m, attn ? attn->ln_b : ffn->ln_b), A->d_ln,
+                       x_in, ln_w, a->mean, a->rstd, N, C);
+}
+
+static void embed_backward(pmt_model *m, const float *d_stream, const float *mask, const int32_t *ids,
+                           int B, int T) {
+    size_t n = (size_t)B * T * m->C;
+    const float *d_emb = d_stream;
+    if (m->act->train && m->cfg.dropout > 0) {
+        dropout_backward_set(m->act->d_sub, d_stream, mask, n);
+        d_emb = m->act->d_sub;
+    }
+    embedding_backward(grad_of(m, m->wte), d_emb, ids, B, T, m->C, (float)sqrt((double)m->C));
+}
+
+void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominator) {
+    pmt_model_activations *A = m->act;
+    const int C = m->C, Nt = b->B * b->T, Ns = b->B * b->S;
+    crossentropy_backward(A->logits, A->logits, b->tgt_out, Nt, m->V, (float)m->cfg.label_smoothing,
+                          PMT_PAD_ID, (float)(1.0 / loss_denominator));
+    linear_backward_set(A->d_dec_out, grad_of(m, m->wte), NULL, A->logits, A->dec_out, m->wte, Nt, C, m->V);
+
+    /* decoder */
+    int L = m->cfg.dec_layers;
+    const float *dec_last = L > 0 ? A->dec[L - 1].ffn.out : A->dec_x0;
+    zero(A->d_dec_stream, (size_t)Nt * C);
+    layernorm_backward(A->d_dec_stream, grad_of(m, m->dec_ln_w), grad_of(m, m->dec_ln_b), A->d_dec_out,
+                       dec_last, m->dec_ln_w, A->dec_mean, A->dec_rstd, Nt, C);
+    zero(A->d_enc_out, (size_t)Ns * C);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *x_in = l > 0 ? A->dec[l - 1].ffn.out : A->dec_x0;
+        block_io ffn = {b->B, b->T, b->T, NULL, NULL, 0, 0, 0};
+        block_backward(m, NULL, &m->dec[l].ffn, &A->dec[l].ffn, A->dec[l].cross.out, &ffn, A->d_dec_stream, NULL);
+        block_io cross = {b->B, b->T, b->S, A->enc_out, b->src_len, 0, m->cfg.site_kind[PMT_SITE_DEC_CROSS], 0};
+        block_backward(m, &m->dec[l].cross, NULL, &A->dec[l].cross, A->dec[l].self.out, &cross, A->d_dec_stream,
+                       A->d_enc_out);
+        block_io self = {b->B, b->T, b->T, NULL, b->tgt_len, 1, m->cfg.site_kind[PMT_SITE_DEC_SELF], 0};
+        block_backward(m, &m->dec[l].self, NULL, &A->dec[l].self, x_in, &self, A->d_dec_stream, NULL);
+    }
+    embed_backward(m, A->d_dec_stream, A->dec_mask0, b->tgt_in, b->B, b->T);
+
+    /* encoder */
+    L = m->cfg.enc_layers;
+    const float *enc_last = A->enc[L - 1].ffn.out;
+    zero(A->d_enc_stream, (size_t)Ns * C);
+    layernorm_backward(A->d_enc_stream, grad_of(m, m->enc_ln_w), grad_of(m, m->enc_ln_b), A->d_enc_out,
+                       enc_last, m->enc_ln_w, A->enc_mean, A->enc_rstd, Ns, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const float *x_in = l > 0 ? A->enc[l - 1].ffn.out : A->enc_x0;
+        block_io io = {b->B, b->S, b->S, NULL, b->src_len, 0, m->cfg.site_kind[PMT_SITE_ENC_SELF], 0};
+        block_backward(m, NULL, &m->enc[l].ffn, &A->enc[l].ffn, A->enc[l].self.out, &io, A->d_enc_stream, NULL);
+        block_backward(m, &m->enc[l].self, NULL, &A->enc[l].self, x_in, &io, A->d_enc_stream, NULL);
+    }
+    embed_backward(m, A->d_enc_stream, A->enc_mask0, b->src, b->B, b->S);
+}

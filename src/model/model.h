@@ -1,0 +1,125 @@
+/*
+ * model.h — the encoder–decoder Transformer: parameters, activations arena,
+ * teacher-forced forward pass with loss, and backward pass.
+ *
+ * Shapes use the legend of ops.h (B, S, T, C, NH, HS, F, V).
+ *
+ * Memory (llm.c style): parameters, gradients live in ONE contiguous buffer
+ * each, addressed through a table of named tensors (pmt_tensor), so zeroing,
+ * the optimizer, checkpointing and an MPI all-reduce are single calls over
+ * [0, n_params). Activations live in an arena sized at init for the largest
+ * batch (max_rows tokens per side, max_len positions); forward/backward never
+ * allocate.
+ *
+ * Ownership: pmt_model owns every buffer; pmt_model_free releases them. A
+ * pmt_batch (data/batch.h) is owned by its producer (the batcher); the model only reads it.
+ */
+#ifndef PROJMT_MODEL_H
+#define PROJMT_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "core/config.h"
+#include "data/batch.h"
+
+/* One named parameter tensor inside the flat buffer. */
+typedef struct pmt_tensor {
+    char name[64];       /* e.g. "enc.0.self.wo" */
+    size_t offset;       /* in floats from the start of params/grads */
+    size_t size;         /* rows * cols */
+    int rows, cols;      /* cols = 1 for vectors */
+} pmt_tensor;
+
+/* One attention block's parameters (pointers into the flat params buffer;
+ * wq..bv are NULL for a projection site, log_sigma NULL unless learned σ). */
+typedef struct pmt_attn_params {
+    float *ln_w, *ln_b;                      /* pre-LayerNorm [C] */
+    float *wq, *bq, *wk, *bk, *wv, *bv;      /* [C, C], [C] (standard only) */
+    float *wo, *bo;                          /* [C, C], [C] */
+    float *log_sigma;                        /* [NH] (projection + learned σ) */
+} pmt_attn_params;
+
+typedef struct pmt_ffn_params {
+    float *ln_w, *ln_b;                      /* [C] */
+    float *w1, *b1;                          /* [F, C], [F] */
+    float *w2, *b2;                          /* [C, F], [C] */
+} pmt_ffn_params;
+
+typedef struct pmt_layer_params {
+    pmt_attn_params self;
+    pmt_attn_params cross;                   /* decoder layers only */
+    pmt_ffn_params ffn;
+} pmt_layer_params;
+
+/* What one forward pass measured. */
+typedef struct pmt_stats {
+    double loss_sum;     /* summed smoothed cross-entropy over counted tokens */
+    double nll_sum;      /* summed plain negative log-likelihood (for perplexity) */
+    int tokens;          /* counted (non-pad) target tokens */
+    int correct;         /* argmax == reference among them */
+} pmt_stats;
+
+typedef struct pmt_model_activations pmt_model_activations; /* model.c */
+
+typedef struct pmt_model {
+    pmt_config cfg;              /* copy of the effective config */
+    int V, C, NH, HS, F;         /* vocab, d_model, heads, head size, ffn */
+    int max_rows, max_len;       /* arena bounds: tokens per side, positions */
+
+    pmt_tensor *tensors;         /* table of named tensors */
+    int n_tensors;
+    size_t n_params;
+    float *params;               /* [n_params] */
+    float *grads;                /* [n_params] */
+
+    float *wte;                  /* [V, C] shared embedding / output projection */
+    float *enc_ln_w, *enc_ln_b;  /* final encoder LayerNorm [C] */
+    float *dec_ln_w, *dec_ln_b;  /* final decoder LayerNorm [C] */
+    pmt_layer_params *enc, *dec; /* [enc_layers], [dec_layers] */
+    float *pos;                  /* [max_len, C] sinusoidal table (not a parameter) */
+
+    pmt_model_activations *act;  /* arena */
+} pmt_model;
+
+/* Builds the tensor table for cfg and vocab V, allocates params, grads and an
+ * activation arena for batches of up to max_rows tokens per side and max_len
+ * positions. Returns 0, or -1 with a message in err (bad config, out of memory). */
+int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
+                   char *err, size_t errlen);
+void pmt_model_free(pmt_model *m);
+/* Number of parameters cfg would have for vocab V (no allocation). */
+size_t pmt_model_count_params(const pmt_config *cfg, int V);
+/* Matrix-product FLOPs of one training step (forward + backward = 3x forward)
+ * on a padded batch of B pairs with lengths S and T, as the GEMMs run them. */
+double pmt_model_train_flops(const pmt_config *cfg, int V, int B, int S, int T);
+/* Xavier-uniform matrices, zero biases, unit LayerNorm gains, N(0, C^-1/2)
+ * embeddings, log σ = log(HS)/4 — deterministic in seed. */
+void pmt_model_init_params(pmt_model *m, uint64_t seed);
+const pmt_tensor *pmt_model_find_tensor(const pmt_model *m, const char *name);
+
+/* Teacher-forced forward pass with label-smoothed loss. train = 1 applies
+ * dropout with masks drawn from dropout_seed (repeatable). Fills *stats;
+ * returns the mean loss over counted tokens. The batch must fit the arena. */
+double pmt_model_forward(pmt_model *m, const pmt_batch *batch, int train,
+                         uint64_t dropout_seed, pmt_stats *stats);
+/* Back-propagates the last forward pass. Gradients ACCUMULATE into m->grads,
+ * scaled so that they are those of (loss_sum / loss_denominator): pass the
+ * number of target tokens of the whole (accumulated / all-reduced) batch. */
+void pmt_model_backward(pmt_model *m, const pmt_batch *batch, double loss_denominator);
+void pmt_model_zero_grad(pmt_model *m);
+/* Copies the output distribution [B*T, V] of the last forward pass into out
+ * (valid until pmt_model_backward, which reuses that buffer for dlogits). */
+void pmt_model_output_probs(const pmt_model *m, float *out);
+
+/* Attention weights of the last forward pass at one site of one layer
+ * (site: PMT_SITE_*; layer indexes the encoder for ENC_SELF, else the
+ * decoder): a pointer into the arena, shaped [B, NH, Tq, Tk] with Tq/Tk the
+ * batch's S or T as the site implies; valid until the next forward pass. */
+const float *pmt_model_attention_weights(const pmt_model *m, int site, int layer);
+
+/* Encoder only: writes the final encoder output [B*S, C] into enc_out
+ * (caller-owned), for decoding. */
+void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len,
+                      int B, int S, float *enc_out);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * ops.h — the Transformer's layers as forward/backward kernel pairs.
+ *
+ * Dimension legend (used in every shape comment of projmt):
+ *   B  batch (sentences)          S  source length (padded)
+ *   T  target length (padded)     N  rows of a token matrix (B*S or B*T)
+ *   C  d_model                    NH heads, HS head size (C = NH*HS)
+ *   F  feed-forward width         V  vocabulary size
+ *
+ * Conventions (as in llm.c):
+ *   - Every <op>_forward has an <op>_backward with the same argument order:
+ *     gradients first, then the saved forward values.
+ *   - Backward ACCUMULATES into every gradient it writes (+=; sgemm beta = 1),
+ *     so shared tensors (tied embeddings, q = k = v) need no special casing.
+ *     The caller zeroes gradients once per step.
+ *   - Kernels never allocate; all buffers are owned by the caller.
+ *   - Token matrices are row-major [N, C]; attention heads are the column
+ *     slices h*HS .. h*HS+HS-1 of a [N, C] matrix.
+ *   - Linear weights are [OUT, IN] (PyTorch layout): out = inp · wᵀ + b.
+ *   - fp32 storage; reductions accumulate in double.
+ */
+#ifndef PROJMT_OPS_H
+#define PROJMT_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- embedding: out[b,t,:] = wte[ids[b,t],:] * scale + pos[t,:] ----
+ * out [B*T, C], ids [B*T], wte [V, C], pos [Tmax >= T, C] (sinusoidal table). */
+void embedding_forward(float *out, const int32_t *ids, const float *wte, const float *pos,
+                       int B, int T, int C, float scale);
+/* dwte [V, C] += scale * dout rows scattered by ids. */
+void embedding_backward(float *dwte, const float *dout, const int32_t *ids,
+                        int B, int T, int C, float scale);
+/* Fills pos [Tmax, C] with the Vaswani sinusoidal table:
+ * pos[t, 2i] = sin(t / 10000^(2i/C)), pos[t, 2i+1] = cos(same). */
+void positional_table_init(float *pos, int Tmax, int C);
+
+/* ---- layernorm over the last dimension (eps 1e-5) ----
+ * out [N, C], mean [N], rstd [N] (saved for backward), inp [N, C], w [C], b [C]. */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *w, const float *b, int N, int C);
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, const float *mean,
+                        const float *rstd, int N, int C);
+
+/* ---- linear: out [N, OUT] = inp [N, IN] · w[OUT, IN]ᵀ + b [OUT] (b may be NULL) ---- */
+void linear_forward(float *out, const float *inp, const float *w, const float *b,
+                    int N, int IN, int OUT);
+/* dinp may be NULL (no gradient wanted), db may be NULL (no bias). */
+void linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                     const float *inp, const float *w, int N, int IN, int OUT);
+
+/* ---- relu: out = max(inp, 0), n elements; backward uses the saved output ---- */
+void relu_forward(float *out, const float *inp, size_t n);
+void relu_backward(float *dinp, const float *dout, const float *out, size_t n);
+
+/* ---- residual: out = a + b ---- */
+void residual_forward(float *out, const float *a, const float *b, size_t n);
+void residual_backward(float *da, float *db, const float *dout, size_t n);
+
+/* ---- dropout with an explicit mask ----
+ * dropout_mask_fill writes mask[i] = 0 with probability p, else 1/(1-p), from a
+ * deterministic stream (seed, stream offset) so runs and resumes are repeatable.
+ * forward: out = inp * mask (out may alias inp); backward: dinp += dout * mask. */
+void dropout_mask_fill(float *mask, size_t n, float p, uint64_t seed, uint64_t stream);
+void dropout_forward(float *out, const float *inp, const float *mask, size_t n);
+void dropout_backward(float *dinp, const float *dout, const float *mask, size_t n);
+
+/* ---- attention masks ----
+ * Key j of sentence b is visible to query t iff j < klen[b] and (!causal || j <= t).
+ * Masked logits are -INFINITY before a max-subtracted softmax; a row with no
+ * visible key gets all-zero weights (and zero output), never NaN. */
+
+/* ---- standard scaled dot-product attention (per head) ----
+ * out [B*T, C] = concat_h softmax(q_h k_hᵀ * scale + mask) v_h
+ * probs [B, NH, T, S] saved for backward; q [B*T, C]; k, v [B*S, C]; klen [B]. */
+void attention_forward(float *out, float *probs, const float *q, const float *k,
+                       const float *v, const int32_t *klen, int causal,
+                       int B, int T, int S, int C, int NH, float scale);
+void attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                        const float *probs, const float *q, const float *k,
+                        const float *v, const int32_t *klen, int causal,
+                        int B, int T, int S, int C, int NH, float scale);
+
+/* ---- projection attention (Sanger): softmax over negative Gaussian distances ----
+ * For head h:  logit[t,j] = -(|q_t|² + |k_j|² - 2 q_t·k_j) / (2 σ_h²) + mask,
+ *              out_t = Σ_j softmax_j(logit)[t,j] · k_j      (values = keys)
+ * σ_h² = exp(2 * log_sigma[h]). q [B*T, C]; k [B*S, C] (k may equal q for
+ * self-attention: pass the same pointer, and the same pointer for dq and dk).
+ * probs [B, NH, T, S] saved for backward. All three distance terms are
+ * back-propagated. dlog_sigma [NH] may be NULL when σ is fixed. */
+void projattn_forward(float *out, float *probs, const float *q, const float *k,
+                      const float *log_sigma, const int32_t *klen, int causal,
+                      int B, int T, int S, int C, int NH);
+void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dout,
+                       const float *probs, const float *q, const float *k,
+                       const float *log_sigma, const int32_t *klen, int causal,
+                       int B, int T, int S, int C, int NH);
+
+/* ---- softmax cross-entropy with label smoothing ----
+ * Smoothed target q = (1-eps)·onehot(target) + eps/V (PyTorch's label_smoothing).
+ * logits [N, V] in; probs [N, V] out (may alias logits); loss [N] per row
+ * (0 for rows whose target == ignore_id); returns the number of counted rows
+ * and writes how many of them have argmax == target into *correct. */
+int crossentropy_forward(float *loss, float *probs, const float *logits,
+                         const int32_t *targets, int N, int V, float eps,
+                         int32_t ignore_id, int *correct);
+/* dlogits [N, V] = (probs - q) * dloss_scale for counted rows, 0 for ignored
+ * rows. The one op that SETS its gradient: it is the root of back-propagation,
+ * and dlogits may alias probs so the [N, V] buffer is reused in place. */
+void crossentropy_backward(float *dlogits, const float *probs, const int32_t *targets,
+                           int N, int V, float eps, int32_t ignore_id, float dloss_scale);
+
+/* ---- overwrite variants for the model's scratch gradients ----
+ * ops.h kernels accumulate into their gradients (the caller zeroes them).
+ * For the model's per-block scratch gradients that means a memset before
+ * every backward kernel — a serial pass over [N, C] or [N, F] each time.
+ * These variants SET their input gradient instead, with the same values as
+ * the ops.h kernel applied to a zeroed buffer. Parameter gradients (dw, db)
+ * still accumulate. */
+
+/* As linear_backward, but dinp = dout · w (sgemm beta = 0); dinp may be NULL. */
+void linear_backward_set(float *dinp, float *dw, float *db, const float *dout,
+                         const float *inp, const float *w, int N, int IN, int OUT);
+/* d = out > 0 ? d : 0 in place: relu_backward of d into a zeroed buffer. */
+void relu_backward_inplace(float *d, const float *out, size_t n);
+/* dinp = dout * mask. */
+void dropout_backward_set(float *dinp, const float *dout, const float *mask, size_t n);
+
+/* ---- attention forward for a few queries per sentence (the decoder) ----
+ * Same contract and arguments as attention_forward / projattn_forward, but
+ * the q·k scores are one dot product per (query, key) instead of a
+ * transposed copy of the keys and a small GEMM: much cheaper when T is 1
+ * (self-attention step) or the beam (cross-attention), more expensive for
+ * training shapes. Equal up to fp32 rounding (another summation order). */
+void attention_forward_few_queries(float *out, float *probs, const float *q, const float *k,
+                                   const float *v, const int32_t *klen, int causal,
+                                   int B, int T, int S, int C, int NH, float scale);
+void projattn_forward_few_queries(float *out, float *probs, const float *q, const float *k,
+                                  const float *log_sigma, const int32_t *klen, int causal,
+                                  int B, int T, int S, int C, int NH);
+
+/* ---- log-normalisers of logit rows (the decoder's search) ----
+ * lse [R] = log Σ_v exp(logits[r, v]) over logits [R, V], max-subtracted, so
+ * log p(v) = logit − lse exactly and without underflow. */
+void logsumexp_rows(float *lse, const float *logits, int R, int V);
+
+#endif

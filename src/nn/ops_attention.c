@@ -1,0 +1,432 @@
+/*
+ * ops_attention.c — standard scaled dot-product attention and Sanger's
+ * projection attention (softmax over negative Gaussian distances, values =
+ * keys), forward and backward, sharing one masked softmax.
+ *
+ * Why a hand-written GEMM instead of sgemm: per (batch, head) the matrices
+ * are tiny (T, S ~ 5–30, HS ~ 64), where a BLAS call spends more on dispatch
+ * and packing than on arithmetic. Each (b, h) is one OpenMP task that works
+ * on L1-resident slices with small_gemm (C += α·A·B, register-blocked 4 rows
+ * × 16 columns, one AVX-512 vector); operands that are needed transposed
+ * (Kᵀ, Vᵀ, dlogitsᵀ, Pᵀ) are first copied into small stack scratch. Per-row
+ * dot-product loops were several times slower: their horizontal reductions
+ * and store-to-load chains on the output row dominated.
+ *
+ * Masks: key j of sentence b is visible to query t iff j < klen[b] and
+ * (!causal || j <= t). The visible keys therefore always form a PREFIX
+ * 0..nvis-1 of the row. Masked logits are -INFINITY by definition; since
+ * exp(-INFINITY - max) is exactly 0 we never materialise them: the softmax
+ * runs over the prefix and the masked tail of the probability row is
+ * written as exact zeros. A row with nvis = 0 gets all-zero weights (and so
+ * zero output and zero gradient), never 0/0 = NaN.
+ *
+ * Aliasing: self-attention passes the same pointer for q, k (and v) and for
+ * their gradients. Every (b, h) touches only its own column slice of
+ * sentence b's rows, so tasks never overlap; within a task gradients are
+ * only ever accumulated (read-modify-write of the gradient itself, never
+ * used as an operand), one gradient update after another.
+ */
+#include "nn/ops.h"
+#include "nn/ops_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Keys visible to any query of a sentence with klen keys: the prefix
+ * 0..klen-1 of the S key rows. Every GEMM of a (b, h) task runs over this
+ * prefix only: columns/rows beyond it would only produce logits that are
+ * masked to -INFINITY, zero weights and zero gradients (adding 0·x to a
+ * finite sum leaves it unchanged, so the results are bit-identical). This
+ * matters for padded batches and most for the decoder's self-attention,
+ * whose cache has cap rows of which only t+1 are filled. */
+static inline int key_prefix(int32_t klen, int S) {
+    return klen <= 0 ? 0 : (klen < S ? (int)klen : S);
+}
+
+/* Keys visible to query t (the length of the visible prefix). */
+static inline int visible_keys(int32_t klen, int causal, int t, int S) {
+    int n = klen < S ? (int)klen : S;
+    if (causal && t + 1 < n) n = t + 1;
+    return n > 0 ? n : 0;
+}
+
+/* In place over row [S]: softmax of the logits row[0..nvis-1] with the max
+ * subtracted (no overflow), normaliser summed in double; row[nvis..S-1] are
+ * masked and set to exactly 0; nvis == 0 gives an all-zero row. */
+static void masked_softmax_row(float *row, int nvis, int S) {
+    if (nvis > 0) {
+        float mx = row[0];
+#pragma omp simd reduction(max : mx)
+        for (int j = 1; j < nvis; j++) mx = row[j] > mx ? row[j] : mx;
+        ops_softmax_from_max(row, row, nvis, mx);
+    }
+    for (int j = nvis; j < S; j++) row[j] = 0.0f;
+}
+
+/* Softmax backward, in place over dp [nvis]: on entry dp = dL/dweights, on
+ * exit dL/dlogits = p ⊙ (dp − Σ_j p_j dp_j). Masked entries are never touched
+ * (their weights are 0, so their logit gradient is 0). */
+static void masked_softmax_backward_row(float *dp, const float *p, int nvis) {
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < nvis; j++) s += p[j] * dp[j];
+    const float sf = (float)s;
+#pragma omp simd
+    for (int j = 0; j < nvis; j++) dp[j] = p[j] * (dp[j] - sf);
+}
+
+/* Pointer to row r's head-h slice of a [rows, C] token matrix. */
+#define HEAD(ptr, r, C, h, HS) ((ptr) + (size_t)(r) * (C) + (size_t)(h) * (HS))
+
+/* Output columns per register block: one 512-bit vector of floats. */
+#define GW 16
+
+/* C[M, N] += alpha · A[M, K] · B[K, N], all row-major with leading dimensions.
+ * Four rows of C are accumulated at once in four independent vector
+ * accumulators (hiding FMA latency and sharing each load of B); a column
+ * tail narrower than GW runs a plain loop. A and B never alias C. */
+static void small_gemm(int M, int N, int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float *C, int ldc) {
+    int n0 = 0;
+    for (; n0 + GW <= N; n0 += GW) {
+        int i = 0;
+        for (; i + 4 <= M; i += 4) {
+            float c0[GW] = {0}, c1[GW] = {0}, c2[GW] = {0}, c3[GW] = {0};
+            const float *a = A + (size_t)i * lda;
+            for (int k = 0; k < K; k++) {
+                const float *b = B + (size_t)k * ldb + n0;
+                const float x0 = a[k], x1 = a[lda + k], x2 = a[2 * lda + k], x3 = a[3 * lda + k];
+#pragma omp simd
+                for (int j = 0; j < GW; j++) {
+                    c0[j] += x0 * b[j];
+                    c1[j] += x1 * b[j];
+                    c2[j] += x2 * b[j];
+                    c3[j] += x3 * b[j];
+                }
+            }
+            float *c = C + (size_t)i * ldc + n0;
+#pragma omp simd
+            for (int j = 0; j < GW; j++) {
+                c[j] += alpha * c0[j];
+                c[ldc + j] += alpha * c1[j];
+                c[2 * ldc + j] += alpha * c2[j];
+                c[3 * ldc + j] += alpha * c3[j];
+            }
+        }
+        for (; i < M; i++) {
+            float c0[GW] = {0};
+            for (int k = 0; k < K; k++) {
+                const float *b = B + (size_t)k * ldb + n0;
+                const float x0 = A[(size_t)i * lda + k];
+#pragma omp simd
+                for (int j = 0; j < GW; j++) c0[j] += x0 * b[j];
+            }
+            float *c = C + (size_t)i * ldc + n0;
+#pragma omp simd
+            for (int j = 0; j < GW; j++) c[j] += alpha * c0[j];
+        }
+    }
+    if (n0 == N) return;
+    const int nw = N - n0;
+    for (int i = 0; i < M; i++) {
+        float c0[GW] = {0};
+        for (int k = 0; k < K; k++) {
+            const float *b = B + (size_t)k * ldb + n0;
+            const float x0 = A[(size_t)i * lda + k];
+            for (int j = 0; j < nw; j++) c0[j] += x0 * b[j];
+        }
+        float *c = C + (size_t)i * ldc + n0;
+        for (int j = 0; j < nw; j++) c[j] += alpha * c0[j];
+    }
+}
+
+/* dst [cols, rows] = srcᵀ for src [rows, cols] with leading dimension ld. */
+static void transpose(float *dst, const float *src, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) dst[(size_t)c * rows + r] = src[(size_t)r * ld + c];
+}
+
+/* Zeroes the head-h slices of n rows starting at row r0. */
+static void zero_head_rows(float *x, size_t r0, int n, int C, int h, int HS) {
+    for (int r = 0; r < n; r++) memset(HEAD(x, r0 + r, C, h, HS), 0, sizeof(float) * HS);
+}
+
+/* Softmax (forward) of every row of one (b, h) logits block p [T, S]. */
+static void softmax_rows(float *p, int32_t klen, int causal, int T, int S) {
+    for (int t = 0; t < T; t++) masked_softmax_row(p + (size_t)t * S, visible_keys(klen, causal, t, S), S);
+}
+
+/* In place over g [T, Sv] (leading dimension Sv = key_prefix) = dL/dweights
+ * of one (b, h), with p [T, S] its weights: softmax backward on the visible
+ * prefix of every row, exact zeros on the masked tail (the GEMM that
+ * produced g does not know the mask). */
+static void softmax_backward_rows(float *g, int Sv, const float *p, int S, int32_t klen, int causal, int T) {
+    for (int t = 0; t < T; t++) {
+        const int nvis = visible_keys(klen, causal, t, S);
+        masked_softmax_backward_row(g + (size_t)t * Sv, p + (size_t)t * S, nvis);
+        for (int j = nvis; j < Sv; j++) g[(size_t)t * Sv + j] = 0.0f;
+    }
+}
+
+/* ---- standard attention ---- */
+
+/* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k, v [B*S, C], klen [B]. */
+/* p [T, ldp] (first Sv columns) = alpha · q_h k_hᵀ by one dot product per
+ * (query, key): no transposed copy of the keys. For a handful of queries
+ * (the decoder: T = 1 or the beam) the Sv·HS scalar moves of the transpose
+ * cost more than all the arithmetic. */
+static void scores_by_dots(float *p, int ldp, const float *qh, const float *kh, float alpha,
+                           int T, int Sv, int C, int HS) {
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < Sv; j++)
+            p[(size_t)t * ldp + j] = alpha * ops_dot(qh + (size_t)t * C, kh + (size_t)j * C, HS);
+}
+
+static void attention_forward_impl(float *out, float *probs, const float *q, const float *k,
+                                   const float *v, const int32_t *klen, int causal,
+                                   int B, int T, int S, int C, int NH, float scale, int dots) {
+    const int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            const int Sv = key_prefix(klen[b], S);
+            float *p = probs + ((size_t)b * NH + h) * T * S;
+            const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
+            const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
+            float *oh = HEAD(out, (size_t)b * T, C, h, HS);
+            float kT[dots ? 1 : HS * Sv + 1];
+            memset(p, 0, sizeof(float) * T * S);
+            if (dots) {
+                scores_by_dots(p, S, qh, kh, scale, T, Sv, C, HS);
+            } else {
+                transpose(kT, kh, Sv, HS, C);
+                small_gemm(T, Sv, HS, scale, qh, C, kT, Sv, p, S);
+            }
+            softmax_rows(p, klen[b], causal, T, S);
+            zero_head_rows(out, (size_t)b * T, T, C, h, HS);
+            small_gemm(T, HS, Sv, 1.0f, p, S, HEAD(v, (size_t)b * S, C, h, HS), C, oh, C);
+        }
+    }
+}
+
+/* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k, v [B*S, C], klen [B]. */
+void attention_forward(float *out, float *probs, const float *q, const float *k,
+                       const float *v, const int32_t *klen, int causal,
+                       int B, int T, int S, int C, int NH, float scale) {
+    attention_forward_impl(out, probs, q, k, v, klen, causal, B, T, S, C, NH, scale, 0);
+}
+
+void attention_forward_few_queries(float *out, float *probs, const float *q, const float *k,
+                                   const float *v, const int32_t *klen, int causal,
+                                   int B, int T, int S, int C, int NH, float scale) {
+    attention_forward_impl(out, probs, q, k, v, klen, causal, B, T, S, C, NH, scale, 1);
+}
+
+/* dq [B*T, C], dk, dv [B*S, C] += ... (may all be one buffer when q = k = v).
+ * Per (b, h): dP = dout vᵀ, g = softmax backward, dq += scale g k,
+ * dk += scale gᵀ q, dv += Pᵀ dout. */
+void attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                        const float *probs, const float *q, const float *k,
+                        const float *v, const int32_t *klen, int causal,
+                        int B, int T, int S, int C, int NH, float scale) {
+    const int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            /* g is [T, Sv] here: keys beyond the prefix get no gradient. */
+            const int Sv = key_prefix(klen[b], S);
+            float vT[HS * Sv + 1], g[T * Sv + 1], tr[Sv * T + 1];
+            const float *p = probs + ((size_t)b * NH + h) * T * S;
+            const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
+            const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
+            const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
+            transpose(vT, HEAD(v, (size_t)b * S, C, h, HS), Sv, HS, C);
+            memset(g, 0, sizeof(float) * T * Sv);
+            small_gemm(T, Sv, HS, 1.0f, doh, C, vT, Sv, g, Sv);
+            softmax_backward_rows(g, Sv, p, S, klen[b], causal, T);
+            small_gemm(T, HS, Sv, scale, g, Sv, kh, C, HEAD(dq, (size_t)b * T, C, h, HS), C);
+            transpose(tr, g, T, Sv, Sv);
+            small_gemm(Sv, HS, T, scale, tr, T, qh, C, HEAD(dk, (size_t)b * S, C, h, HS), C);
+            transpose(tr, p, T, Sv, S);
+            small_gemm(Sv, HS, T, 1.0f, tr, T, doh, C, HEAD(dv, (size_t)b * S, C, h, HS), C);
+        }
+    }
+}
+
+/* ---- projection attention ---- */
+
+/* c_h = 1 / (2 σ_h²) with σ_h² = exp(2 log_sigma[h]). */
+static inline float inv_two_sigma2(const float *log_sigma, int h) {
+    return (float)(0.5 * exp(-2.0 * (double)log_sigma[h]));
+}
+
+/* Squared norms of the head-h slices of n rows of x starting at row r0. */
+static void head_norms(float *nrm, const float *x, size_t r0, int n, int C, int h, int HS) {
+    for (int r = 0; r < n; r++) {
+        const float *xr = HEAD(x, r0 + r, C, h, HS);
+        nrm[r] = ops_dot(xr, xr, HS);
+    }
+}
+
+/* Fills the first Sv columns of d [T, ldd] with the squared distances
+ * |q_t|² + |k_j|² − 2 q_t·k_j of one (b, h), using kT [HS, Sv] (kᵀ) for the
+ * cross term; columns Sv..ldd-1 are zeroed. */
+static void sq_distances(float *d, int ldd, const float *qh, const float *kT, const float *qn,
+                         const float *kn, int T, int Sv, int C, int HS) {
+    memset(d, 0, sizeof(float) * T * ldd);
+    small_gemm(T, Sv, HS, -2.0f, qh, C, kT, Sv, d, ldd);
+    for (int t = 0; t < T; t++)
+#pragma omp simd
+        for (int j = 0; j < Sv; j++) d[(size_t)t * ldd + j] += qn[t] + kn[j];
+}
+
+static void projattn_forward_impl(float *out, float *probs, const float *q, const float *k,
+                                  const float *log_sigma, const int32_t *klen, int causal,
+                                  int B, int T, int S, int C, int NH, int dots) {
+    const int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            /* Only the visible key prefix: its norms, distances, weights. */
+            const int Sv = key_prefix(klen[b], S);
+            float qn[T + 1], kn[Sv + 1], kT[dots ? 1 : HS * Sv + 1];
+            const float c = inv_two_sigma2(log_sigma, h);
+            float *p = probs + ((size_t)b * NH + h) * T * S;
+            const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
+            const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
+            head_norms(qn, q, (size_t)b * T, T, C, h, HS);
+            head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
+            if (dots) {
+                memset(p, 0, sizeof(float) * T * S);
+                scores_by_dots(p, S, qh, kh, -2.0f, T, Sv, C, HS);
+                for (int t = 0; t < T; t++)
+#pragma omp simd
+                    for (int j = 0; j < Sv; j++) p[(size_t)t * S + j] += qn[t] + kn[j];
+            } else {
+                transpose(kT, kh, Sv, HS, C);
+                sq_distances(p, S, qh, kT, qn, kn, T, Sv, C, HS);
+            }
+            for (int t = 0; t < T; t++)
+#pragma omp simd
+                for (int j = 0; j < Sv; j++) p[(size_t)t * S + j] *= -c;
+            softmax_rows(p, klen[b], causal, T, S);
+            zero_head_rows(out, (size_t)b * T, T, C, h, HS);
+            small_gemm(T, HS, Sv, 1.0f, p, S, kh, C, HEAD(out, (size_t)b * T, C, h, HS), C);
+        }
+    }
+}
+
+/* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k [B*S, C] (may be q),
+ * log_sigma [NH], klen [B]. logit = −c (|q_t|² + |k_j|² − 2 q_t·k_j). */
+void projattn_forward(float *out, float *probs, const float *q, const float *k,
+                      const float *log_sigma, const int32_t *klen, int causal,
+                      int B, int T, int S, int C, int NH) {
+    projattn_forward_impl(out, probs, q, k, log_sigma, klen, causal, B, T, S, C, NH, 0);
+}
+
+void projattn_forward_few_queries(float *out, float *probs, const float *q, const float *k,
+                                  const float *log_sigma, const int32_t *klen, int causal,
+                                  int B, int T, int S, int C, int NH) {
+    projattn_forward_impl(out, probs, q, k, log_sigma, klen, causal, B, T, S, C, NH, 1);
+}
+
+/* One (b, h) task of projattn_backward; returns its contribution to
+ * dlog_sigma[h] (0 when !want_sigma). With g = dlogits [T, S]:
+ *   dq_t += 2c Σ_j g_tj k_j − 2c (Σ_j g_tj) q_t
+ *   dk_j += 2c Σ_t g_tj q_t − 2c (Σ_t g_tj) k_j + Σ_t p_tj dout_t   (value path)
+ *   dlog_sigma += Σ_tj g_tj · (−2 logit_tj) = Σ_tj g_tj · 2c·dist_tj
+ * (masked entries have g = 0, so they drop out of the sum).
+ * The updates of dq and dk run one after the other, so dq == dk works. */
+static double projattn_backward_head(float *dq, float *dk, const float *dout,
+                                     const float *probs, const float *q, const float *k,
+                                     float c, int32_t klen, int causal, int want_sigma,
+                                     int b, int h, int T, int S, int C, int NH) {
+    const int HS = C / NH;
+    /* Keys beyond the visible prefix get no gradient: g is [T, Sv]. */
+    const int Sv = key_prefix(klen, S);
+    float kT[HS * Sv + 1], g[T * Sv + 1], tr[Sv * T + 1], rsum[T + 1], csum[Sv + 1];
+    const float *p = probs + ((size_t)b * NH + h) * T * S;
+    const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
+    const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
+    const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
+    transpose(kT, kh, Sv, HS, C);
+    memset(g, 0, sizeof(float) * T * Sv);
+    small_gemm(T, Sv, HS, 1.0f, doh, C, kT, Sv, g, Sv);
+    softmax_backward_rows(g, Sv, p, S, klen, causal, T);
+
+    double dsig = 0.0;
+    if (want_sigma) {
+        float qn[T + 1], kn[Sv + 1];
+        head_norms(qn, q, (size_t)b * T, T, C, h, HS);
+        head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
+        sq_distances(tr, Sv, qh, kT, qn, kn, T, Sv, C, HS); /* tr as [T, Sv] scratch */
+        for (int i = 0; i < T * Sv; i++) dsig += (double)g[i] * tr[i];
+        dsig *= 2.0 * c;
+    }
+    for (int t = 0; t < T; t++) {
+        double s = 0.0;
+        for (int j = 0; j < Sv; j++) s += g[(size_t)t * Sv + j];
+        rsum[t] = (float)s;
+    }
+    for (int j = 0; j < Sv; j++) {
+        double s = 0.0;
+        for (int t = 0; t < T; t++) s += g[(size_t)t * Sv + j];
+        csum[j] = (float)s;
+    }
+
+    float *dqh = HEAD(dq, (size_t)b * T, C, h, HS);
+    small_gemm(T, HS, Sv, 2.0f * c, g, Sv, kh, C, dqh, C);
+    for (int t = 0; t < T; t++) {
+        float *dqt = dqh + (size_t)t * C;
+        const float *qt = qh + (size_t)t * C;
+        const float a = -2.0f * c * rsum[t];
+#pragma omp simd
+        for (int d = 0; d < HS; d++) dqt[d] += a * qt[d];
+    }
+
+    float *dkh = HEAD(dk, (size_t)b * S, C, h, HS);
+    transpose(tr, g, T, Sv, Sv);
+    small_gemm(Sv, HS, T, 2.0f * c, tr, T, qh, C, dkh, C);
+    for (int j = 0; j < Sv; j++) {
+        float *dkj = dkh + (size_t)j * C;
+        const float *kj = kh + (size_t)j * C;
+        const float a = -2.0f * c * csum[j];
+#pragma omp simd
+        for (int d = 0; d < HS; d++) dkj[d] += a * kj[d];
+    }
+    transpose(tr, p, T, Sv, S);
+    small_gemm(Sv, HS, T, 1.0f, tr, T, doh, C, dkh, C);
+    return dsig;
+}
+
+/* (b, h) tasks per round of the dlog_sigma reduction; bounds the stack array
+ * of per-task partials (8 KiB). */
+#define PROJ_TASKS_PER_ROUND 1024
+
+/* dq [B*T, C], dk [B*S, C] += ... (dq == dk for self-attention), dlog_sigma
+ * [NH] += ... when not NULL. dlog_sigma[h] sums over sentences, which run in
+ * parallel: each task writes its partial to its own slot and the slots are
+ * added in task order afterwards, so the result does not depend on thread
+ * count or schedule (an atomic add would). */
+void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dout,
+                       const float *probs, const float *q, const float *k,
+                       const float *log_sigma, const int32_t *klen, int causal,
+                       int B, int T, int S, int C, int NH) {
+    const int ntask = B * NH;
+    const int want_sigma = dlog_sigma != NULL;
+    double part[PROJ_TASKS_PER_ROUND], sig[NH > 0 ? NH : 1];
+    for (int h = 0; h < NH; h++) sig[h] = 0.0;
+    for (int base = 0; base < ntask; base += PROJ_TASKS_PER_ROUND) {
+        const int n = ntask - base < PROJ_TASKS_PER_ROUND ? ntask - base : PROJ_TASKS_PER_ROUND;
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < n; i++) {
+            const int b = (base + i) / NH, h = (base + i) % NH;
+            part[i] = projattn_backward_head(dq, dk, dout, probs, q, k,
+                                             inv_two_sigma2(log_sigma, h), klen[b], causal,
+                                             want_sigma, b, h, T, S, C, NH);
+        }
+        for (int i = 0; i < n; i++) sig[(base + i) % NH] += part[i];
+    }
+    if (want_sigma)
+        for (int h = 0; h < NH; h++) dlog_sigma[h] += (float)sig[h];
+}

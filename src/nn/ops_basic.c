@@ -1,0 +1,285 @@
+/*
+ * ops_basic.c — the non-attention layers of ops.h: embedding, positional
+ * table, LayerNorm, linear, ReLU, residual and dropout.
+ *
+ * Why the structure looks like this:
+ *   - Row-wise work (one token per row) is parallel over rows with OpenMP.
+ *   - Reductions across rows (bias and LayerNorm weight gradients, the
+ *     embedding scatter) are parallel over COLUMN blocks instead: each
+ *     gradient element is then summed by one thread in row order, so results
+ *     are race-free and bit-identical for any thread count.
+ *   - GEMMs go to OpenBLAS (OpenMP build, sharing our thread pool); backward
+ *     calls use beta = 1 so gradients accumulate as ops.h requires.
+ */
+#include "nn/ops.h"
+#include "nn/ops_internal.h"
+
+#include <cblas.h>
+#include <math.h>
+
+/* ---- embedding ---- */
+
+/* out [B*T, C], ids [B*T], wte [V, C], pos [Tmax, C]. */
+void embedding_forward(float *out, const int32_t *ids, const float *wte, const float *pos,
+                       int B, int T, int C, float scale) {
+    const long N = (long)B * T;
+#pragma omp parallel for schedule(static) if (N * C > OPS_PAR_MIN)
+    for (long n = 0; n < N; n++) {
+        const float *w = wte + (size_t)ids[n] * C;
+        const float *p = pos + (size_t)(n % T) * C;
+        float *o = out + (size_t)n * C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] = w[c] * scale + p[c];
+    }
+}
+
+/* dwte [V, C] += scale * dout [B*T, C] scattered by ids. Repeated ids make
+ * this a scatter-add, so threads split the columns, never the tokens: every
+ * dwte element is then written by one thread, in token order. */
+void embedding_backward(float *dwte, const float *dout, const int32_t *ids,
+                        int B, int T, int C, float scale) {
+    const long N = (long)B * T;
+    const int nblk = (C + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
+#pragma omp parallel for schedule(static) if (N * C > OPS_PAR_MIN)
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * OPS_COL_BLOCK;
+        const int c1 = c0 + OPS_COL_BLOCK < C ? c0 + OPS_COL_BLOCK : C;
+        for (long n = 0; n < N; n++) {
+            float *g = dwte + (size_t)ids[n] * C;
+            const float *d = dout + (size_t)n * C;
+#pragma omp simd
+            for (int c = c0; c < c1; c++) g[c] += scale * d[c];
+        }
+    }
+}
+
+/* pos [Tmax, C]; computed in double so the table is exact to fp32 rounding
+ * even for large t, where t·freq loses digits in single precision. */
+void positional_table_init(float *pos, int Tmax, int C) {
+    for (int t = 0; t < Tmax; t++) {
+        for (int i = 0; 2 * i < C; i++) {
+            double angle = t / pow(10000.0, (2.0 * i) / C);
+            pos[(size_t)t * C + 2 * i] = (float)sin(angle);
+            if (2 * i + 1 < C) pos[(size_t)t * C + 2 * i + 1] = (float)cos(angle);
+        }
+    }
+}
+
+/* ---- layernorm ---- */
+
+#define LN_EPS 1e-5
+
+/* out [N, C], mean [N], rstd [N], inp [N, C], w [C], b [C].
+ * Two-pass mean/variance in double: the one-pass E[x²]−E[x]² form cancels
+ * badly for rows with a large mean. Biased variance, as PyTorch. */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *w, const float *b, int N, int C) {
+#pragma omp parallel for schedule(static) if ((long)N * C > OPS_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        double s = 0.0;
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < C; c++) s += x[c];
+        const double m = s / C;
+        double v = 0.0;
+#pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        const float rs = (float)(1.0 / sqrt(v / C + LN_EPS));
+        const float mf = (float)m;
+        float *o = out + (size_t)n * C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) o[c] = (x[c] - mf) * rs * w[c] + b[c];
+        mean[n] = mf;
+        rstd[n] = rs;
+    }
+}
+
+/* dinp [N, C] += ..., dw [C] += Σ_n dout·x̂, db [C] += Σ_n dout.
+ * dinp is row-parallel; dw/db are column sums, done by column blocks with
+ * double accumulators (N is thousands of rows). */
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                        const float *inp, const float *w, const float *mean,
+                        const float *rstd, int N, int C) {
+    const int par = (long)N * C > OPS_PAR_MIN;
+#pragma omp parallel for schedule(static) if (par)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        const float *d = dout + (size_t)n * C;
+        const float m = mean[n], rs = rstd[n];
+        double sum_dn = 0.0, sum_dn_xh = 0.0;
+#pragma omp simd reduction(+ : sum_dn, sum_dn_xh)
+        for (int c = 0; c < C; c++) {
+            const float dn = w[c] * d[c];
+            sum_dn += dn;
+            sum_dn_xh += dn * ((x[c] - m) * rs);
+        }
+        const float mean_dn = (float)(sum_dn / C), mean_dn_xh = (float)(sum_dn_xh / C);
+        float *g = dinp + (size_t)n * C;
+#pragma omp simd
+        for (int c = 0; c < C; c++) {
+            const float xh = (x[c] - m) * rs;
+            g[c] += (w[c] * d[c] - mean_dn - xh * mean_dn_xh) * rs;
+        }
+    }
+    const int nblk = (C + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
+#pragma omp parallel for schedule(static) if (par)
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * OPS_COL_BLOCK;
+        const int w_ = (c0 + OPS_COL_BLOCK < C ? OPS_COL_BLOCK : C - c0);
+        double aw[OPS_COL_BLOCK] = {0}, ab[OPS_COL_BLOCK] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C + c0;
+            const float *d = dout + (size_t)n * C + c0;
+            const float m = mean[n], rs = rstd[n];
+#pragma omp simd
+            for (int i = 0; i < w_; i++) {
+                aw[i] += d[i] * ((x[i] - m) * rs);
+                ab[i] += d[i];
+            }
+        }
+        for (int i = 0; i < w_; i++) {
+            dw[c0 + i] += (float)aw[i];
+            db[c0 + i] += (float)ab[i];
+        }
+    }
+}
+
+/* ---- linear ---- */
+
+/* out [N, OUT] = inp [N, IN] · w [OUT, IN]ᵀ + b [OUT]. The bias is broadcast
+ * into out first and sgemm adds onto it (beta = 1): one pass over out. */
+void linear_forward(float *out, const float *inp, const float *w, const float *b,
+                    int N, int IN, int OUT) {
+    if (N <= 0 || OUT <= 0) return;
+    float beta = 0.0f;
+    if (b) {
+#pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
+        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OUT, b, sizeof(float) * OUT);
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN,
+                1.0f, inp, IN, w, IN, beta, out, OUT);
+}
+
+/* dinp [N, IN] = dinp_beta · dinp + dout · w; dw [OUT, IN] += doutᵀ · inp;
+ * db [OUT] += Σ_n dout. dinp_beta is 1 (accumulate, ops.h) or 0 (set). */
+static void linear_backward_beta(float *dinp, float *dw, float *db, const float *dout,
+                                 const float *inp, const float *w, int N, int IN, int OUT,
+                                 float dinp_beta) {
+    if (N <= 0 || IN <= 0) return;
+    if (OUT <= 0) {
+        if (dinp && dinp_beta == 0.0f) memset(dinp, 0, sizeof(float) * (size_t)N * IN);
+        return;
+    }
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT,
+                    1.0f, dout, OUT, w, IN, dinp_beta, dinp, IN);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N,
+                1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
+    if (!db) return;
+    const int nblk = (OUT + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
+#pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
+    for (int blk = 0; blk < nblk; blk++) {
+        const int c0 = blk * OPS_COL_BLOCK;
+        const int w_ = (c0 + OPS_COL_BLOCK < OUT ? OPS_COL_BLOCK : OUT - c0);
+        double acc[OPS_COL_BLOCK] = {0};
+        for (int n = 0; n < N; n++) {
+            const float *d = dout + (size_t)n * OUT + c0;
+#pragma omp simd
+            for (int i = 0; i < w_; i++) acc[i] += d[i];
+        }
+        for (int i = 0; i < w_; i++) db[c0 + i] += (float)acc[i];
+    }
+}
+
+void linear_backward(float *dinp, float *dw, float *db, const float *dout,
+                     const float *inp, const float *w, int N, int IN, int OUT) {
+    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 1.0f);
+}
+
+void linear_backward_set(float *dinp, float *dw, float *db, const float *dout,
+                         const float *inp, const float *w, int N, int IN, int OUT) {
+    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f);
+}
+
+/* ---- relu ---- */
+
+void relu_forward(float *out, const float *inp, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+/* The saved output decides the gate: out > 0 exactly where inp > 0. */
+void relu_backward(float *dinp, const float *dout, const float *out, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dinp[i] += out[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+/* In place: d = out > 0 ? d : 0 (relu_backward into a zeroed buffer). */
+void relu_backward_inplace(float *d, const float *out, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) d[i] = out[i] > 0.0f ? d[i] : 0.0f;
+}
+
+/* ---- residual ---- */
+
+void residual_forward(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* da and db may be the same buffer (out = x + x): two separate passes keep
+ * the read-after-write order explicit instead of relying on the vectoriser. */
+void residual_backward(float *da, float *db, const float *dout, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) da[i] += dout[i];
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) db[i] += dout[i];
+}
+
+/* ---- dropout ---- */
+
+/* splitmix64's finaliser: a bijective avalanche mix, so distinct inputs give
+ * independent-looking outputs. */
+static inline uint64_t mix64(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+#define GOLDEN_GAMMA 0x9E3779B97F4A7C15ull
+
+/* Counter-based: mask[i] is a pure function of (seed, stream, i) — element
+ * i of the splitmix64 sequence keyed by (seed, stream) — so the mask is the
+ * same for any thread count and any chunking, and a resumed run can
+ * regenerate it. The top 24 bits are compared with p·2^24 in integers. */
+void dropout_mask_fill(float *mask, size_t n, float p, uint64_t seed, uint64_t stream) {
+    const uint64_t key = mix64(seed + GOLDEN_GAMMA * (mix64(stream + GOLDEN_GAMMA) | 1u));
+    uint64_t thr;
+    float keep;
+    if (!(p > 0.0f)) { thr = 0; keep = 1.0f; }
+    else if (p >= 1.0f) { thr = 1ull << 24; keep = 0.0f; }
+    else { thr = (uint64_t)((double)p * 16777216.0); keep = (float)(1.0 / (1.0 - (double)p)); }
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t u = mix64(key + GOLDEN_GAMMA * (uint64_t)(i + 1)) >> 40;
+        mask[i] = u < thr ? 0.0f : keep;
+    }
+}
+
+/* out may alias inp: the update is elementwise. */
+void dropout_forward(float *out, const float *inp, const float *mask, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] * mask[i];
+}
+
+void dropout_backward(float *dinp, const float *dout, const float *mask, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dinp[i] += dout[i] * mask[i];
+}
+
+/* dinp = dout * mask (dropout_backward into a zeroed buffer). */
+void dropout_backward_set(float *dinp, const float *dout, const float *mask, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dinp[i] = dout[i] * mask[i];
+}

@@ -1,0 +1,111 @@
+/*
+ * ops_loss.c — softmax cross-entropy with label smoothing, the root of
+ * back-propagation, and the log-normalisers of the decoder's logit rows.
+ *
+ * Why it is written this way: the [N, V] logits are the largest activation
+ * of the model (V ~ 8k), so the row loop is parallel over rows and every
+ * pass over a row is an `omp simd` loop (ops_exp instead of libm expf).
+ * The loss uses the identity
+ *     −Σ_j q_j log p_j = lse − Σ_j q_j l_j
+ *                      = lse − (1−ε) l_target − (ε/V) Σ_j l_j
+ * (q sums to 1), with lse = max + log Σ exp(l − max) in double, so it never
+ * takes the log of an underflowed probability.
+ */
+#include "nn/ops.h"
+#include "nn/ops_internal.h"
+
+#include <math.h>
+
+/* Logits per block of the argmax scan: a few vectors, so the early exit
+ * comes soon after the first maximal logit. */
+#define CE_SCAN_BLOCK 128
+
+/* loss [N], probs [N, V] (may alias logits), logits [N, V], targets [N].
+ * Returns the number of rows with target != ignore_id; *correct (if not NULL)
+ * gets how many of those have argmax (first maximal index) == target.
+ * Precondition: counted targets lie in [0, V). */
+int crossentropy_forward(float *loss, float *probs, const float *logits,
+                         const int32_t *targets, int N, int V, float eps,
+                         int32_t ignore_id, int *correct) {
+    int counted = 0, ncorrect = 0;
+#pragma omp parallel for schedule(static) reduction(+ : counted, ncorrect)
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * V;
+        float *p = probs + (size_t)n * V;
+        const int32_t tg = targets[n];
+        const int counts = tg != ignore_id;
+        float mx = -INFINITY;
+        double suml = 0.0;
+#pragma omp simd reduction(max : mx) reduction(+ : suml)
+        for (int j = 0; j < V; j++) {
+            mx = l[j] > mx ? l[j] : mx;
+            suml += l[j];
+        }
+        /* Read before p (possibly the same memory) is overwritten: the
+         * target logit, and the first index holding the max, found by an
+         * early-exit scan in vectorised blocks (half a row on average,
+         * instead of a compare/select/min per element of the exp loop). */
+        const float ltg = counts ? l[tg] : 0.0f;
+        int amax = V;
+        for (int j0 = 0; j0 < V && amax == V; j0 += CE_SCAN_BLOCK) {
+            const int j1 = j0 + CE_SCAN_BLOCK < V ? j0 + CE_SCAN_BLOCK : V;
+#pragma omp simd reduction(min : amax)
+            for (int j = j0; j < j1; j++) {
+                const int cand = l[j] == mx ? j : V;
+                amax = cand < amax ? cand : amax;
+            }
+        }
+        const double sume = ops_softmax_from_max(p, l, V, mx);
+        if (counts) {
+            const double lse = (double)mx + log(sume);
+            loss[n] = (float)(lse - (1.0 - eps) * (double)ltg - ((double)eps / V) * suml);
+            counted += 1;
+            ncorrect += amax == tg;
+        } else {
+            loss[n] = 0.0f;
+        }
+    }
+    if (correct) *correct = ncorrect;
+    return counted;
+}
+
+/* dlogits [N, V] = (probs − q) · dloss_scale, SET (not accumulated); rows
+ * with target == ignore_id are zeroed. dlogits may alias probs: each element
+ * is read before it is written, and p[target] is read first. */
+void crossentropy_backward(float *dlogits, const float *probs, const int32_t *targets,
+                           int N, int V, float eps, int32_t ignore_id, float dloss_scale) {
+    const float off = eps / V;
+#pragma omp parallel for schedule(static) if ((long)N * V > OPS_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        const float *p = probs + (size_t)n * V;
+        float *d = dlogits + (size_t)n * V;
+        const int32_t tg = targets[n];
+        if (tg == ignore_id) {
+#pragma omp simd
+            for (int j = 0; j < V; j++) d[j] = 0.0f;
+            continue;
+        }
+        const float ptg = p[tg];
+#pragma omp simd
+        for (int j = 0; j < V; j++) d[j] = (p[j] - off) * dloss_scale;
+        d[tg] = (ptg - off - (1.0f - eps)) * dloss_scale;
+    }
+}
+
+/* log Σ_v exp(l[v]) over one row, max-subtracted. */
+static float row_log_normalizer(const float *l, int V) {
+    float mx = l[0];
+#pragma omp simd reduction(max : mx)
+    for (int v = 1; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int v = 0; v < V; v++) sum += ops_exp_nonpos(l[v] - mx);
+    return mx + logf(sum);
+}
+
+/* Search needs only the top tokens and this normaliser, never the full
+ * softmax: one exp pass instead of a softmax's three. */
+void logsumexp_rows(float *lse, const float *logits, int R, int V) {
+#pragma omp parallel for schedule(static) if ((long)R * V > OPS_PAR_MIN)
+    for (int r = 0; r < R; r++) lse[r] = row_log_normalizer(logits + (size_t)r * V, V);
+}

@@ -1,0 +1,39 @@
+/*
+ * bench.h — training-speed benchmark of the attention forms on the same
+ * batches in one process, with this machine's sgemm peak measured in the
+ * same run so efficiency is a ratio of two numbers taken side by side.
+ *
+ * Ownership: results are plain values; the caller owns the batch source.
+ */
+#ifndef PROJMT_BENCH_H
+#define PROJMT_BENCH_H
+
+#include <stddef.h>
+
+#include "core/config.h"
+#include "data/corpus.h"
+
+typedef struct pmt_bench_result {
+    char mode[48];               /* e.g. "standard", "projection" */
+    size_t params;
+    double flops_per_token;      /* training FLOPs (fwd + bwd) per source+target token */
+    double ms_per_step;          /* median over the timed steps */
+    double tokens_per_s;         /* source + target non-pad tokens per second */
+    double gflops;               /* achieved matrix-product GFLOP/s */
+    double pct_of_peak;          /* gflops / sgemm peak * 100 */
+    double peak_rss_mib;         /* peak resident memory while this mode ran */
+    double final_loss;           /* loss of the last timed step (sanity) */
+} pmt_bench_result;
+
+/* Median GFLOP/s of a square n x n x n sgemm over reps runs, with the current
+ * thread settings. */
+double pmt_bench_sgemm_peak(int n, int reps);
+
+/* Trains cfg (one attention configuration) for warmup + steps optimizer steps
+ * on the first batches of the corpus (or synthetic batches when corpus is
+ * NULL: lengths like spa-eng's, 8-14 tokens), timing the last `steps`.
+ * V is the vocabulary size. 0, or -1 with err. */
+int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int warmup, int steps,
+                    double sgemm_peak, pmt_bench_result *out, char *err, size_t errlen);
+
+#endif

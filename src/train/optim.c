@@ -1,0 +1,136 @@
+/*
+ * optim.c — see optim.h. The update is the llm.c AdamW loop:
+ *   m = β1 m + (1-β1) g,  v = β2 v + (1-β2) g²,
+ *   p -= lr (m̂ / (√v̂ + ε) + λ p)   with m̂ = m/(1-β1^t), v̂ = v/(1-β2^t),
+ * with g = clip_scale · grad and λ = 0 for exempt (1-D) tensors.
+ */
+#include "train/optim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The norm's fixed partition: same chunks, same summation order, whatever
+ * the number of threads. */
+enum { NORM_CHUNKS = 64 };
+
+/* Matrices decay; vectors (biases, LayerNorm gains and biases, log σ) do not. */
+static int tensor_decays(const pmt_tensor *t) { return t->rows > 1 && t->cols > 1; }
+
+int pmt_optim_init(pmt_optim *o, const pmt_config *cfg, const pmt_tensor *tensors, int n_tensors,
+                   size_t n_params, char *err, size_t errlen) {
+    memset(o, 0, sizeof *o);
+    o->n = n_params;
+    o->lr = cfg->lr;
+    o->beta1 = cfg->beta1;
+    o->beta2 = cfg->beta2;
+    o->eps = cfg->adam_eps;
+    o->weight_decay = cfg->weight_decay;
+    o->clip_norm = cfg->clip_norm;
+    o->warmup = cfg->warmup;
+    o->max_bad_steps = cfg->max_bad_steps;
+    o->m = calloc(n_params ? n_params : 1, sizeof(float));
+    o->v = calloc(n_params ? n_params : 1, sizeof(float));
+    if (o->weight_decay != 0) o->decay = calloc(n_params ? n_params : 1, 1);
+    if (!o->m || !o->v || (o->weight_decay != 0 && !o->decay)) {
+        snprintf(err, errlen, "optimizer: out of memory for %zu parameters", n_params);
+        pmt_optim_free(o);
+        return -1;
+    }
+    if (o->decay)
+        for (int i = 0; i < n_tensors; i++)
+            if (tensor_decays(&tensors[i])) memset(o->decay + tensors[i].offset, 1, tensors[i].size);
+    return 0;
+}
+
+void pmt_optim_free(pmt_optim *o) {
+    free(o->m);
+    free(o->v);
+    free(o->decay);
+    memset(o, 0, sizeof *o);
+}
+
+double pmt_lr_at(double lr, int warmup, int64_t step) {
+    if (warmup <= 0) return lr;
+    double s = step < 1 ? 1.0 : (double)step, w = (double)warmup;
+    double up = s / w, down = sqrt(w / s);
+    return lr * (up < down ? up : down);
+}
+
+double pmt_grad_norm(const float *g, size_t n) {
+    double partial[NORM_CHUNKS];
+    size_t chunk = (n + NORM_CHUNKS - 1) / NORM_CHUNKS;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < NORM_CHUNKS; c++) {
+        size_t lo = (size_t)c * chunk, hi = lo + chunk < n ? lo + chunk : n;
+        double s = 0;
+        for (size_t i = lo; i < hi; i++) s += (double)g[i] * (double)g[i];
+        partial[c] = s;
+    }
+    double sum = 0;
+    for (int c = 0; c < NORM_CHUNKS; c++) sum += partial[c];
+    return sqrt(sum);
+}
+
+double pmt_clip_scale(double norm, double clip_norm) {
+    return (clip_norm > 0 && norm > clip_norm) ? clip_norm / norm : 1.0;
+}
+
+/* The elementwise Adam(W) update over the flat buffers. */
+static void adam_update(pmt_optim *o, float *params, const float *grads, double lr, double scale) {
+    const float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
+    const float bc1 = (float)(1.0 - pow(o->beta1, (double)o->t));
+    const float bc2 = (float)(1.0 - pow(o->beta2, (double)o->t));
+    const float flr = (float)lr, fscale = (float)scale, wd = (float)o->weight_decay;
+    float *m = o->m, *v = o->v;
+    const uint8_t *decay = o->decay;
+    const long n = (long)o->n;
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; i++) {
+        float g = grads[i] * fscale;
+        float mi = b1 * m[i] + (1.0f - b1) * g;
+        float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float update = (mi / bc1) / (sqrtf(vi / bc2) + eps);
+        if (decay && decay[i]) update += wd * params[i];
+        params[i] -= flr * update;
+    }
+}
+
+pmt_step_status pmt_optim_step(pmt_optim *o, float *params, const float *grads, double loss,
+                               int64_t step, double *grad_norm, double *lr_used) {
+    double norm = pmt_grad_norm(grads, o->n);
+    double lr = pmt_lr_at(o->lr, o->warmup, step);
+    if (grad_norm) *grad_norm = norm;
+    if (lr_used) *lr_used = lr;
+    if (!isfinite(loss) || !isfinite(norm)) {
+        o->bad_steps++;
+        o->skipped++;
+        return o->bad_steps >= o->max_bad_steps ? PMT_STEP_DIVERGED : PMT_STEP_SKIPPED;
+    }
+    o->bad_steps = 0;
+    o->t++;
+    adam_update(o, params, grads, lr, pmt_clip_scale(norm, o->clip_norm));
+    return PMT_STEP_APPLIED;
+}
+
+pmt_adam_state pmt_optim_state(const pmt_optim *o) {
+    pmt_adam_state st = {o->n, o->m, o->v, o->t, o->bad_steps, o->skipped};
+    return st;
+}
+
+int pmt_optim_restore(pmt_optim *o, const pmt_checkpoint *ck, char *err, size_t errlen) {
+    if (!ck->has_optim || o->n != ck->n_params) {
+        snprintf(err, errlen, "checkpoint has %s optimizer state for %zu parameters (optimizer: %zu)",
+                 ck->has_optim ? "an" : "no", ck->n_params, o->n);
+        return -1;
+    }
+    memcpy(o->m, ck->adam_m, o->n * sizeof(float));
+    memcpy(o->v, ck->adam_v, o->n * sizeof(float));
+    o->t = ck->adam_t;
+    o->bad_steps = (int)ck->adam_bad_steps;
+    o->skipped = ck->adam_skipped;
+    return 0;
+}

@@ -1,0 +1,72 @@
+/*
+ * optim.h — Adam(W) over the model's one flat parameter buffer, with the
+ * warm-up + inverse-square-root schedule, global-norm clipping and NaN/Inf
+ * step skipping.
+ *
+ * Why one flat buffer: params, grads, m and v are parallel arrays of n
+ * floats, so an update is one OpenMP loop and the state checkpoints as two
+ * arrays. Weight decay (decoupled, AdamW) applies only to matrices: the
+ * tensor table marks 1-D tensors (biases, LayerNorm gains/biases, log σ) as
+ * exempt in a byte mask built once at init.
+ *
+ * Determinism: the gradient norm is summed in double over a fixed number of
+ * chunks in a fixed order, so it is bitwise the same for any thread count;
+ * the update is elementwise. Nothing allocates after init.
+ *
+ * Ownership: pmt_optim owns m, v and the decay mask; pmt_optim_free releases them.
+ */
+#ifndef PROJMT_OPTIM_H
+#define PROJMT_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "model/checkpoint.h"
+#include "model/model.h"
+
+typedef struct pmt_optim {
+    size_t n;
+    float *m, *v;                /* [n] first and second moments */
+    uint8_t *decay;              /* [n] 1 where weight decay applies; NULL if weight_decay == 0 */
+    double lr, beta1, beta2, eps, weight_decay, clip_norm;
+    int warmup, max_bad_steps;   /* give up at this many consecutive skips (0: at the first) */
+    int64_t t;                   /* updates applied (Adam's bias-correction step) */
+    int bad_steps;               /* consecutive skipped (NaN/Inf) steps */
+    int64_t skipped;             /* skipped steps in total */
+} pmt_optim;
+
+typedef enum {
+    PMT_STEP_APPLIED = 0,        /* parameters updated */
+    PMT_STEP_SKIPPED = 1,        /* loss or gradient norm not finite: parameters untouched */
+    PMT_STEP_DIVERGED = 2        /* skipped, and max_bad_steps consecutive skips reached */
+} pmt_step_status;
+
+/* Takes lr, betas, eps, weight decay, clip norm, warm-up and max_bad_steps
+ * from cfg; n_params floats of state described by the tensor table.
+ * Returns 0, or -1 with a message in err (out of memory). */
+int pmt_optim_init(pmt_optim *o, const pmt_config *cfg, const pmt_tensor *tensors, int n_tensors,
+                   size_t n_params, char *err, size_t errlen);
+void pmt_optim_free(pmt_optim *o);
+
+/* Learning rate at 1-based step: lr * min(step / warmup, sqrt(warmup / step));
+ * warmup = 0 means a constant lr. */
+double pmt_lr_at(double lr, int warmup, int64_t step);
+/* Euclidean norm of g[0..n), accumulated in double, thread-count independent. */
+double pmt_grad_norm(const float *g, size_t n);
+/* Factor that brings a gradient of this norm to clip_norm (1 if within, or clip off). */
+double pmt_clip_scale(double norm, double clip_norm);
+
+/* One optimizer step at schedule step `step` (1-based) after the gradients of
+ * a batch whose loss was `loss`: skips on a non-finite loss or gradient norm,
+ * else clips and applies Adam(W). Reports the (unclipped) norm and the lr used. */
+pmt_step_status pmt_optim_step(pmt_optim *o, float *params, const float *grads, double loss,
+                               int64_t step, double *grad_norm, double *lr_used);
+
+/* The optimizer's state as the checkpoint stores it (pointers into o). */
+pmt_adam_state pmt_optim_state(const pmt_optim *o);
+/* Copies a checkpoint's Adam moments and counters into o (same size
+ * required). 0, or -1 with err when the checkpoint has none or another size. */
+int pmt_optim_restore(pmt_optim *o, const pmt_checkpoint *ck, char *err, size_t errlen);
+
+#endif

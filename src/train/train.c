@@ -1,0 +1,700 @@
+/*
+ * train.c — see train.h. One trainer struct holds the run; pmt_train_run
+ * sets it up (threads, batchers, model, optimizer, resume), loops over
+ * steps, validates, checkpoints, and tears it down. Every buffer is sized
+ * before the first step: the loop itself never allocates.
+ */
+#include "train/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/batcher.h"
+#include "model/checkpoint.h"
+#include "train/dist.h"
+#include "core/rng.h"
+#include "core/runtime.h"
+#include "data/spm.h"
+#include "train/trainlog.h"
+
+static volatile sig_atomic_t g_stop_signal = 0;
+
+void pmt_train_request_stop(int signo) { g_stop_signal = signo > 0 ? signo : -1; }
+
+static void on_signal(int signo) { g_stop_signal = signo; }
+
+typedef struct trainer {
+    pmt_config cfg;
+    const pmt_train_data *data;
+    const pmt_train_options *opt;
+    const pmt_train_hooks *hooks;
+    pmt_model model;
+    pmt_optim optim;
+    pmt_batcher train_b, valid_b;
+    int has_valid;
+    pmt_train_state st;
+    pmt_trainlog log;
+    int steps_per_epoch;
+    double session_start, elapsed_base;     /* elapsed_base: st.elapsed_seconds at session start */
+    int64_t session_first_step, session_tokens;
+    double session_step_seconds;
+    int64_t last_saved_step, last_valid_step;
+    int patience_exhausted;
+    double last_loss, last_accuracy;        /* latest train row, for the live line */
+    double valid_loss, valid_accuracy;
+    char last_path[PMT_PATH_MAX + 16], best_path[PMT_PATH_MAX + 16], tsv_path[PMT_PATH_MAX + 16];
+} trainer;
+
+/* ------------------------------------------------------------------ */
+/* set-up                                                              */
+
+/* mkdir -p */
+static int make_dirs(const char *path, char *err, size_t errlen) {
+    char buf[PMT_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                snprintf(err, errlen, "cannot create directory '%s': %s", buf, strerror(errno));
+                return -1;
+            }
+            *p = c;
+            if (c == '\0') return 0;
+        }
+    }
+}
+
+static void format_count(size_t n, char *buf, size_t len) {
+    char digits[32];
+    int nd = snprintf(digits, sizeof digits, "%zu", n), j = 0;
+    for (int i = 0; i < nd && j + 2 < (int)len; i++) {
+        if (i > 0 && (nd - i) % 3 == 0) buf[j++] = ',';
+        buf[j++] = digits[i];
+    }
+    buf[j] = '\0';
+}
+
+/* The chosen model's size, and that of every standard/projection combination
+ * of the three attention sites, so the cost of each choice is visible. */
+static void print_param_counts(trainer *t) {
+    pmt_trainlog *l = &t->log;
+    char n[32];
+    format_count(t->model.n_params, n, sizeof n);
+    pmt_progress_message(l, "model: %s parameters (d_model %d, %d+%d layers, vocab %d; attention enc-self %s, "
+                         "dec-self %s, dec-cross %s)", n, t->cfg.d_model, t->cfg.enc_layers, t->cfg.dec_layers,
+                         t->model.V, pmt_attention_kind_name(t->cfg.site_kind[0]),
+                         pmt_attention_kind_name(t->cfg.site_kind[1]), pmt_attention_kind_name(t->cfg.site_kind[2]));
+    pmt_progress_message(l, "parameters per attention combination (enc-self / dec-self / dec-cross):");
+    for (int mask = 0; mask < 8; mask++) {
+        pmt_config c = t->cfg;
+        int same = 1;
+        for (int s = 0; s < PMT_SITES; s++) {
+            c.site_kind[s] = (mask >> (PMT_SITES - 1 - s)) & 1;
+            same &= c.site_kind[s] == t->cfg.site_kind[s];
+        }
+        format_count(pmt_model_count_params(&c, t->model.V), n, sizeof n);
+        pmt_progress_message(l, "  %-10s / %-10s / %-10s %12s%s", pmt_attention_kind_name(c.site_kind[0]),
+                             pmt_attention_kind_name(c.site_kind[1]), pmt_attention_kind_name(c.site_kind[2]), n,
+                             same ? "  <- this run" : "");
+    }
+}
+
+/* Every id must index the embedding table. */
+static int check_ids(const pmt_corpus *c, int V, const char *name, char *err, size_t errlen) {
+    const int32_t *sides[2] = {c->src_ids, c->tgt_ids};
+    const uint64_t counts[2] = {c->src_off[c->n_pairs], c->tgt_off[c->n_pairs]};
+    for (int s = 0; s < 2; s++)
+        for (uint64_t i = 0; i < counts[s]; i++)
+            if (sides[s][i] < 0 || sides[s][i] >= V) {
+                snprintf(err, errlen, "%s corpus has token id %d outside the vocabulary of %d pieces "
+                         "(re-run `projmt prepare` so the .tok files match spm.model)", name, sides[s][i], V);
+                return -1;
+            }
+    return 0;
+}
+
+static int setup_batchers(trainer *t, char *err, size_t errlen) {
+    const pmt_train_data *d = t->data;
+    char inner[256];
+    if (check_ids(d->train, d->vocab_size, "training", err, errlen) != 0) return -1;
+    if (pmt_batcher_init(&t->train_b, d->train, t->cfg.batch_tokens, t->cfg.max_len, t->cfg.seed, 1, inner,
+                         sizeof inner) != 0) {
+        snprintf(err, errlen, "training data: %s", inner);
+        return -1;
+    }
+    t->steps_per_epoch = (t->train_b.n_batches + t->cfg.accum - 1) / t->cfg.accum;
+    t->has_valid = d->valid && d->valid->n_pairs > 0;
+    if (t->has_valid) {
+        if (check_ids(d->valid, d->vocab_size, "validation", err, errlen) != 0) return -1;
+        if (pmt_batcher_init(&t->valid_b, d->valid, t->cfg.batch_tokens, t->cfg.max_len, t->cfg.seed, 0, inner,
+                             sizeof inner) != 0) {
+            snprintf(err, errlen, "validation data: %s", inner);
+            return -1;
+        }
+    }
+    if (t->train_b.n_truncated)
+        pmt_progress_message(&t->log, "note: %d of %d training pairs have a side longer than max_len - 1 = %d "
+                             "tokens; they are truncated", t->train_b.n_truncated, d->train->n_pairs,
+                             t->cfg.max_len - 1);
+    return 0;
+}
+
+/* Refuses a checkpoint whose parameters or batches would not be this run's. */
+static int check_resumable(const trainer *t, const pmt_checkpoint *ck, char *err, size_t errlen) {
+    const char *what = NULL;
+    long have = 0, want = 0;
+    if (!ck->has_optim || !ck->has_state) what = "training state";
+    else if (ck->state.seed != (uint64_t)t->cfg.seed) what = "seed", have = (long)ck->state.seed, want = (long)t->cfg.seed;
+    else if (ck->cfg.batch_tokens != t->cfg.batch_tokens)
+        what = "batch_tokens", have = ck->cfg.batch_tokens, want = t->cfg.batch_tokens;
+    else if (ck->cfg.max_len != t->cfg.max_len) what = "max_len", have = ck->cfg.max_len, want = t->cfg.max_len;
+    if (!what) return 0;
+    if (have == want)
+        snprintf(err, errlen, "'%s' has no %s (not written by a training run); use another --save-dir or --fresh",
+                 t->last_path, what);
+    else
+        snprintf(err, errlen, "'%s' was trained with %s = %ld, this run has %ld: resume with the same value, use "
+                 "another --save-dir, or --fresh to start over", t->last_path, what, have, want);
+    return -1;
+}
+
+/* The stored best value is in the units of the metric the checkpoint was
+ * trained with (e.g. -loss); compared with another (BLEU) it would decide
+ * best.ckpt and patience wrongly, so a changed metric starts them over. */
+static void forget_best_of_other_metric(trainer *t, const pmt_checkpoint *ck) {
+    if (!t->st.has_best || !strcmp(ck->cfg.early_stopping_metric, t->cfg.early_stopping_metric)) return;
+    t->st.has_best = 0;
+    t->st.stale_validations = 0;
+    pmt_progress_message(&t->log, "note: early_stopping_metric changed from %s to %s: best.ckpt and patience "
+                         "start over at the next validation", ck->cfg.early_stopping_metric,
+                         t->cfg.early_stopping_metric);
+}
+
+/* Continues from save_dir/last.ckpt if present (and not fresh), else
+ * initializes the parameters from the seed. Returns the step resumed at. */
+static int resume_or_init(trainer *t, char *err, size_t errlen) {
+    memset(&t->st, 0, sizeof t->st);
+    t->st.seed = t->cfg.seed;
+    if (t->opt->fresh || access(t->last_path, F_OK) != 0) {
+        pmt_model_init_params(&t->model, t->cfg.seed);
+        return 0;
+    }
+    pmt_checkpoint ck;
+    char inner[512];
+    if (pmt_checkpoint_load(&ck, t->last_path, err, errlen) != 0) return -1;
+    int rc = check_resumable(t, &ck, err, errlen);
+    if (rc == 0 && (pmt_checkpoint_copy_params(&ck, &t->model, inner, sizeof inner) != 0 ||
+                    pmt_optim_restore(&t->optim, &ck, inner, sizeof inner) != 0)) {
+        snprintf(err, errlen, "cannot resume from '%s': %s (use another --save-dir, or --fresh to start over)",
+                 t->last_path, inner);
+        rc = -1;
+    }
+    if (rc == 0) {
+        t->st = ck.state;
+        pmt_progress_message(&t->log, "resuming from %s at step %lld (epoch %lld, batch %lld)", t->last_path,
+                             (long long)t->st.step, (long long)t->st.epoch + 1, (long long)t->st.batch);
+        forget_best_of_other_metric(t, &ck);
+    }
+    pmt_checkpoint_free(&ck);
+    return rc;
+}
+
+/* Data parallelism: every rank starts from rank 0's parameters, Adam
+ * state and position (only rank 0 read last.ckpt or drew the initial
+ * parameters). No-op alone. */
+static void share_start(trainer *t) {
+    if (pmt_dist_size() == 1) return;
+    pmt_dist_broadcast_floats(t->model.params, t->model.n_params);
+    pmt_dist_broadcast_floats(t->optim.m, t->optim.n);
+    pmt_dist_broadcast_floats(t->optim.v, t->optim.n);
+    pmt_dist_broadcast_bytes(&t->optim.t, sizeof t->optim.t);
+    pmt_dist_broadcast_bytes(&t->optim.bad_steps, sizeof t->optim.bad_steps);
+    pmt_dist_broadcast_bytes(&t->optim.skipped, sizeof t->optim.skipped);
+    pmt_dist_broadcast_bytes(&t->st, sizeof t->st);
+}
+
+/* ------------------------------------------------------------------ */
+/* one step                                                            */
+
+static uint64_t dropout_seed(uint64_t seed, int64_t step, int micro) {
+    return pmt_splitmix64(pmt_splitmix64(seed ^ 0x64726f706f7574ULL) + (uint64_t)step * 1000003ULL + (uint64_t)micro);
+}
+
+static double elapsed(const trainer *t) { return t->elapsed_base + (pmt_now_seconds() - t->session_start); }
+
+static double epochs_done(const trainer *t) {
+    return (double)t->st.epoch + (double)t->st.batch / (double)t->train_b.n_batches;
+}
+
+/* Data parallelism: sums the ranks' gradients (each already scaled by the
+ * global token count) and statistics, so every rank takes the same optimizer
+ * step and the logs are the whole job's. No-op alone. */
+static void combine_ranks(trainer *t, pmt_stats *sum, int64_t *tokens, double denominator) {
+    if (pmt_dist_size() == 1) return;
+    pmt_dist_allreduce_sum_floats(t->model.grads, t->model.n_params);
+    double v[5] = {sum->loss_sum, sum->nll_sum, sum->tokens, sum->correct, (double)*tokens};
+    pmt_dist_allreduce_sum_doubles(v, 5);
+    if (v[2] != denominator)
+        pmt_dist_abort("the ranks' parts of a batch do not add up to the batch: every rank must read the same "
+                       "train.tok with the same seed, batch_tokens and max_len");
+    *sum = (pmt_stats){v[0], v[1], (int)v[2], (int)v[3]};
+    *tokens = (int64_t)v[4];
+}
+
+/* Accumulates the gradients of the next `accum` batches (fewer at the end of
+ * an epoch, so epochs end on a step) and applies the optimizer. */
+static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
+    pmt_train_state *st = &t->st;
+    const double start = pmt_now_seconds();
+    const int epoch = (int)st->epoch, first = (int)st->batch;
+    int group = t->train_b.n_batches - first;
+    if (group > t->cfg.accum) group = t->cfg.accum;
+    double denominator = 0;
+    for (int k = 0; k < group; k++) denominator += pmt_batcher_target_tokens(&t->train_b, epoch, first + k);
+
+    pmt_model_zero_grad(&t->model);
+    pmt_stats sum = {0, 0, 0, 0};
+    int64_t tokens = 0;
+    /* With several ranks each takes its part of every batch (alone: all of it). */
+    const int rank = pmt_dist_rank(), ranks = pmt_dist_size();
+    for (int k = 0; k < group; k++) {
+        const pmt_batch *b = pmt_batcher_fill_part(&t->train_b, epoch, first + k, rank, ranks);
+        if (b->B == 0) continue;  /* fewer pairs than ranks: nothing for this one */
+        pmt_stats s;
+        pmt_model_forward(&t->model, b, 1, dropout_seed(st->seed, st->step, k * ranks + rank), &s);
+        pmt_model_backward(&t->model, b, denominator);
+        sum.loss_sum += s.loss_sum;
+        sum.nll_sum += s.nll_sum;
+        sum.tokens += s.tokens;
+        sum.correct += s.correct;
+        for (int r = 0; r < b->B; r++) tokens += b->src_len[r] + b->tgt_len[r];
+    }
+    combine_ranks(t, &sum, &tokens, denominator);
+    *loss = sum.loss_sum / denominator;
+    double norm, lr;
+    st->step++;
+    pmt_step_status status =
+        pmt_optim_step(&t->optim, t->model.params, t->model.grads, *loss, st->step, &norm, &lr);
+
+    st->batch += group;
+    *epoch_end = st->batch >= t->train_b.n_batches;
+    if (*epoch_end) {
+        st->epoch++;
+        st->batch = 0;
+    }
+    st->tokens_seen += tokens;
+    const double seconds = pmt_now_seconds() - start;
+    t->session_tokens += tokens;
+    t->session_step_seconds += seconds;
+    st->win_seconds += seconds;
+    st->win_all_tokens += tokens;
+    if (status == PMT_STEP_APPLIED) {
+        st->win_loss_sum += sum.loss_sum;
+        st->win_nll_sum += sum.nll_sum;
+        st->win_tokens += sum.tokens;
+        st->win_correct += sum.correct;
+        st->win_grad_norm_sum += norm;
+        st->win_steps++;
+    }
+    return status;
+}
+
+/* ------------------------------------------------------------------ */
+/* logging and progress                                                */
+
+static pmt_log_row empty_row(const trainer *t, const char *kind) {
+    pmt_log_row r = {kind, t->st.step, epochs_done(t), NAN, NAN, NAN, NAN, NAN, NAN, elapsed(t), NAN, NAN};
+    return r;
+}
+
+/* Seconds until the first stop criterion, from this session's pace. */
+static double eta_seconds(const trainer *t) {
+    const pmt_config *c = &t->cfg;
+    int64_t done = t->st.step - t->session_first_step;
+    double per_step = done > 0 ? (pmt_now_seconds() - t->session_start) / (double)done : NAN, eta = INFINITY;
+    if (c->max_steps > 0) eta = fmin(eta, (double)(c->max_steps - t->st.step) * per_step);
+    if (c->epochs > 0) {
+        int64_t left = (int64_t)(c->epochs - t->st.epoch) * t->steps_per_epoch -
+                       (t->st.batch + c->accum - 1) / c->accum;
+        eta = fmin(eta, (double)left * per_step);
+    }
+    if (c->minutes > 0) eta = fmin(eta, c->minutes * 60.0 - elapsed(t));
+    return eta > 0 ? eta : 0;
+}
+
+static void format_progress(const trainer *t, char *line, size_t len) {
+    const pmt_train_state *st = &t->st;
+    double loss = st->win_tokens ? st->win_loss_sum / (double)st->win_tokens : t->last_loss;
+    double acc = st->win_tokens ? (double)st->win_correct / (double)st->win_tokens : t->last_accuracy;
+    double rate = t->session_step_seconds > 0 ? (double)t->session_tokens / t->session_step_seconds : 0;
+    char eta[48] = "";
+    double left = eta_seconds(t);
+    if (isfinite(left)) {
+        strcpy(eta, " | ETA ");
+        pmt_format_duration(left, eta + strlen(eta), sizeof eta - strlen(eta));
+    }
+    snprintf(line, len, "epoch %lld | step %lld | loss %.3f | acc %.1f%% | %.1fk tok/s%s",
+             (long long)st->epoch + 1, (long long)st->step, loss, 100.0 * acc, rate / 1000.0, eta);
+}
+
+/* Writes the train row of the window that ends at this step and resets it. */
+static int log_train_row(trainer *t, double lr, char *err, size_t errlen) {
+    pmt_train_state *st = &t->st;
+    pmt_log_row r = empty_row(t, "train");
+    if (st->win_tokens > 0) {
+        r.loss = st->win_loss_sum / (double)st->win_tokens;
+        r.accuracy = (double)st->win_correct / (double)st->win_tokens;
+        r.perplexity = exp(st->win_nll_sum / (double)st->win_tokens);
+        t->last_loss = r.loss;
+        t->last_accuracy = r.accuracy;
+    }
+    r.lr = lr;
+    if (st->win_steps > 0) r.grad_norm = st->win_grad_norm_sum / (double)st->win_steps;
+    if (st->win_seconds > 0) r.tokens_per_s = (double)st->win_all_tokens / st->win_seconds;
+    char line[256];
+    format_progress(t, line, sizeof line);
+    pmt_progress_plain(&t->log, line);
+    st->win_loss_sum = st->win_nll_sum = st->win_grad_norm_sum = st->win_seconds = 0;
+    st->win_tokens = st->win_correct = st->win_steps = st->win_all_tokens = 0;
+    return pmt_trainlog_row(&t->log, &r, err, errlen);
+}
+
+/* ------------------------------------------------------------------ */
+/* validation and checkpoints                                          */
+
+/* Data parallelism: the ranks' parameters must still be the same (they
+ * apply the same update to the same all-reduced gradient); a difference
+ * would mean rank 0's checkpoints no longer describe the run. */
+static void check_ranks_agree(const trainer *t) {
+    if (!pmt_dist_same_on_all_ranks(t->model.params, t->model.n_params * sizeof(float)))
+        pmt_dist_abort("the ranks' parameters have drifted apart (the MPI library's all-reduce does not give "
+                       "every rank the same sums); stopping");
+}
+
+static int save_last(trainer *t, char *err, size_t errlen) {
+    t->st.elapsed_seconds = elapsed(t);
+    check_ranks_agree(t);
+    const pmt_adam_state adam = pmt_optim_state(&t->optim);
+    if (pmt_dist_is_root() && pmt_checkpoint_save(t->last_path, &t->model, t->data->spm, t->data->spm_size,
+                                                  &adam, &t->st, err, errlen) != 0)
+        return -1;
+    t->last_saved_step = t->st.step;
+    return 0;
+}
+
+/* Teacher-forced pass over the validation set (no dropout). */
+static void evaluate(trainer *t, pmt_stats *sum) {
+    memset(sum, 0, sizeof *sum);
+    /* With several ranks each evaluates every ranks-th batch; sums are combined below. */
+    for (int k = pmt_dist_rank(); k < t->valid_b.n_batches; k += pmt_dist_size()) {
+        pmt_stats s;
+        pmt_model_forward(&t->model, pmt_batcher_fill(&t->valid_b, 0, k), 0, 0, &s);
+        sum->loss_sum += s.loss_sum;
+        sum->nll_sum += s.nll_sum;
+        sum->tokens += s.tokens;
+        sum->correct += s.correct;
+    }
+    if (pmt_dist_size() > 1) {
+        double v[4] = {sum->loss_sum, sum->nll_sum, sum->tokens, sum->correct};
+        pmt_dist_allreduce_sum_doubles(v, 4);
+        *sum = (pmt_stats){v[0], v[1], (int)v[2], (int)v[3]};
+    }
+}
+
+/* The early-stopping value of a validation row, oriented so higher is better. */
+static double metric_value(const trainer *t, const pmt_log_row *r) {
+    const char *metric = t->cfg.early_stopping_metric;
+    if (!strcmp(metric, "loss")) return -r->loss;
+    if (!strcmp(metric, "accuracy")) return r->accuracy;
+    return !strcmp(metric, "bleu") ? r->bleu : r->chrf;
+}
+
+/* BLEU and chrF from the valid_metric hook (if any) into the row, and their
+ * part of the validation message (with the time decoding took) into note. */
+static int translation_scores(trainer *t, pmt_log_row *r, char *note, size_t notelen, char *err, size_t errlen) {
+    note[0] = '\0';
+    if (!t->hooks->valid_metric) return 0;
+    char inner[512];
+    const double start = pmt_now_seconds();
+    if (t->hooks->valid_metric(t->hooks->user, &t->model, &r->bleu, &r->chrf, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "validation BLEU/chrF at step %lld: %s", (long long)t->st.step, inner);
+        return -1;
+    }
+    snprintf(note, notelen, " | BLEU %.2f | chrF %.2f (%.1fs)", r->bleu, r->chrf, pmt_now_seconds() - start);
+    return 0;
+}
+
+/* Validates, logs the row, keeps best.ckpt and the patience count, saves last.ckpt. */
+static int validate(trainer *t, char *err, size_t errlen) {
+    pmt_stats s;
+    evaluate(t, &s);
+    pmt_log_row r = empty_row(t, "valid");
+    r.loss = s.loss_sum / (double)s.tokens;
+    r.accuracy = (double)s.correct / (double)s.tokens;
+    r.perplexity = exp(s.nll_sum / (double)s.tokens);
+    char scores[96];
+    if (translation_scores(t, &r, scores, sizeof scores, err, errlen) != 0) return -1;
+    const double value = metric_value(t, &r);
+    t->valid_loss = r.loss;
+    t->valid_accuracy = r.accuracy;
+    t->last_valid_step = t->st.step;
+    if (pmt_trainlog_row(&t->log, &r, err, errlen) != 0) return -1;
+
+    int improved = !t->st.has_best || value > t->st.best_metric;
+    pmt_progress_message(&t->log, "valid step %lld | loss %.4f | acc %.2f%% | ppl %.2f%s%s", (long long)t->st.step,
+                         r.loss, 100.0 * r.accuracy, r.perplexity, scores, improved ? " | new best" : "");
+    if (improved) {
+        t->st.has_best = 1;
+        t->st.best_metric = value;
+        t->st.stale_validations = 0;
+        t->st.elapsed_seconds = elapsed(t);
+        if (pmt_dist_is_root() && pmt_checkpoint_save(t->best_path, &t->model, t->data->spm, t->data->spm_size,
+                                                      NULL, &t->st, err, errlen) != 0)
+            return -1;
+    } else {
+        t->st.stale_validations++;
+        t->patience_exhausted = t->cfg.patience > 0 && t->st.stale_validations >= t->cfg.patience;
+    }
+    return save_last(t, err, errlen);
+}
+
+/* ------------------------------------------------------------------ */
+/* the loop                                                            */
+
+/* Why the run should stop now, or NULL to go on. */
+static const char *stop_reason(const trainer *t) {
+    const pmt_config *c = &t->cfg;
+    if (c->epochs > 0 && t->st.epoch >= c->epochs) return "epochs reached";
+    if (c->max_steps > 0 && t->st.step >= c->max_steps) return "max_steps reached";
+    if (c->minutes > 0 && elapsed(t) >= c->minutes * 60.0) return "time limit reached";
+    if (t->patience_exhausted) return "no improvement for `patience` validations";
+    return NULL;
+}
+
+static int after_step(trainer *t, pmt_step_status status, double loss, int epoch_end, char *err, size_t errlen) {
+    if (t->hooks->on_step) t->hooks->on_step(t->hooks->user, t->st.step, loss, status);
+    if (status == PMT_STEP_DIVERGED) {
+        int saved = access(t->last_path, F_OK) == 0;
+        snprintf(err, errlen, "training diverged at step %lld: %d consecutive steps had a non-finite loss or "
+                 "gradient norm (try a lower --lr, a longer --warmup or --clip-norm 1)%s%s",
+                 (long long)t->st.step, t->optim.bad_steps, saved ? "; last checkpoint: " : "",
+                 saved ? t->last_path : "");
+        return -1;
+    }
+    if (status == PMT_STEP_SKIPPED)
+        pmt_progress_message(&t->log, "warning: step %lld skipped (loss %g is not finite or the gradient norm is)",
+                             (long long)t->st.step, loss);
+    if (t->cfg.log_every > 0 && t->st.step % t->cfg.log_every == 0 &&
+        log_train_row(t, pmt_lr_at(t->cfg.lr, t->cfg.warmup, t->st.step), err, errlen) != 0)
+        return -1;
+    char line[256];
+    format_progress(t, line, sizeof line);
+    pmt_progress_live(&t->log, line, 0);
+    int due = epoch_end || (t->cfg.valid_every > 0 && t->st.step % t->cfg.valid_every == 0);
+    if (due && t->has_valid) return validate(t, err, errlen);
+    if (due) return save_last(t, err, errlen);
+    return 0;
+}
+
+/* stop_reason, agreed by all ranks: one rank leaving the loop alone (its
+ * clock passed `minutes`, it got the signal first) would leave the others
+ * waiting in the next all-reduce. Alone: stop_reason. */
+static const char *agreed_stop_reason(trainer *t, int *stop_signal) {
+    const char *reason = stop_reason(t);
+    *stop_signal = g_stop_signal;
+    if (pmt_dist_size() == 1) return reason;
+    int flags[3] = {reason != NULL, *stop_signal != 0, *stop_signal};
+    pmt_dist_allreduce_max_ints(flags, 3);
+    *stop_signal = flags[1] ? (flags[2] > 0 ? flags[2] : -1) : 0;
+    return reason ? reason : flags[0] ? "a stop criterion was reached on another rank" : NULL;
+}
+
+/* Data parallelism: what the gradient all-reduce cost this session (its time
+ * includes waiting for the slowest rank). Nothing alone. */
+static void report_allreduce(trainer *t) {
+    long calls = pmt_dist_allreduce_calls();
+    if (calls == 0 || t->session_step_seconds <= 0) return;
+    double seconds = pmt_dist_allreduce_seconds();
+    pmt_progress_message(&t->log, "all-reduce: %ld steps, %.1f ms per step, %.1f%% of step time (%.1f MB, %d ranks)",
+                         calls, 1e3 * seconds / (double)calls, 100.0 * seconds / t->session_step_seconds,
+                         t->model.n_params * 4.0 / 1e6, pmt_dist_size());
+}
+
+static int loop(trainer *t, pmt_train_result *res, char *err, size_t errlen) {
+    const char *reason;
+    int stop_signal;
+    while (!(reason = agreed_stop_reason(t, &stop_signal))) {
+        if (stop_signal) {
+            res->stop = PMT_TRAIN_INTERRUPTED;
+            res->signal = stop_signal > 0 ? stop_signal : 0;
+            if (save_last(t, err, errlen) != 0) return -1;
+            pmt_progress_message(&t->log, "stopped at step %lld; saved %s (run the same command to resume)",
+                                 (long long)t->st.step, t->last_path);
+            return 0;
+        }
+        int epoch_end;
+        double loss;
+        pmt_step_status status = train_step(t, &epoch_end, &loss);
+        if (after_step(t, status, loss, epoch_end, err, errlen) != 0) return -1;
+    }
+    res->stop = PMT_TRAIN_DONE;
+    if (t->has_valid && t->st.step > 0 && t->last_valid_step != t->st.step && validate(t, err, errlen) != 0)
+        return -1;
+    if (t->last_saved_step != t->st.step && save_last(t, err, errlen) != 0) return -1;
+    report_allreduce(t);
+    pmt_progress_message(&t->log, "done: %s at step %lld (%.2f epochs, %.1f min)", reason, (long long)t->st.step,
+                         epochs_done(t), elapsed(t) / 60.0);
+    return 0;
+}
+
+/* Paths, log, batchers, model, optimizer, resume. */
+static int setup(trainer *t, char *err, size_t errlen) {
+    char inner[512];
+    const pmt_config *c = &t->cfg;
+    if (pmt_config_validate(c, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "config: %s", inner);
+        return -1;
+    }
+    if (!strcmp(c->early_stopping_metric, "bleu") || !strcmp(c->early_stopping_metric, "chrf")) {
+        if (!t->hooks->valid_metric) {
+            snprintf(err, errlen, "early_stopping_metric = %s needs validation BLEU/chrF (a valid_metric hook, "
+                     "valid_bleu.h); use loss or accuracy", c->early_stopping_metric);
+            return -1;
+        }
+    }
+    /* Data parallelism: only rank 0 writes files (and reads last.ckpt), so
+     * save_dir need exist on its machine only. */
+    const int root = pmt_dist_is_root();
+    if (root && make_dirs(c->save_dir, err, errlen) != 0) return -1;
+    snprintf(t->last_path, sizeof t->last_path, "%s/last.ckpt", c->save_dir);
+    snprintf(t->best_path, sizeof t->best_path, "%s/best.ckpt", c->save_dir);
+    snprintf(t->tsv_path, sizeof t->tsv_path, "%s/train.tsv", c->save_dir);
+    t->log.quiet = t->opt->quiet || !root;
+    if (root && t->opt->fresh && unlink(t->best_path) != 0 && errno != ENOENT) {
+        snprintf(err, errlen, "--fresh: cannot remove the old '%s': %s", t->best_path, strerror(errno));
+        return -1;
+    }
+    if (setup_batchers(t, err, errlen) != 0) return -1;
+    if (pmt_model_init(&t->model, c, t->data->vocab_size, c->batch_tokens, c->max_len, inner, sizeof inner) != 0 ||
+        pmt_optim_init(&t->optim, c, t->model.tensors, t->model.n_tensors, t->model.n_params, inner,
+                       sizeof inner) != 0) {
+        snprintf(err, errlen, "%s", inner);
+        return -1;
+    }
+    print_param_counts(t);
+    if (root && resume_or_init(t, err, errlen) != 0) return -1;
+    share_start(t);
+    int64_t keep = (t->opt->fresh || t->st.step == 0) ? -1 : t->st.step;
+    if (root && pmt_trainlog_open(&t->log, t->tsv_path, keep, t->opt->quiet, err, errlen) != 0) return -1;
+    t->last_saved_step = t->last_valid_step = t->st.step;
+    t->session_first_step = t->st.step;
+    t->elapsed_base = t->st.elapsed_seconds;
+    t->last_loss = t->last_accuracy = NAN;
+    pmt_progress_message(&t->log, "training: %d pairs in %d batches of <= %d tokens (accum %d), %d validation "
+                         "pairs; %d thread(s); logging to %s", t->data->train->n_pairs, t->train_b.n_batches,
+                         c->batch_tokens, c->accum, t->has_valid ? t->data->valid->n_pairs : 0,
+                         omp_get_max_threads(), t->tsv_path);
+    if (pmt_dist_size() > 1)
+        pmt_progress_message(&t->log, "data-parallel: %d ranks (%d on this machine) x %d thread(s); each batch is "
+                             "split across the ranks; gradient all-reduce of %.1f MB per step", pmt_dist_size(),
+                             pmt_dist_local_size(), omp_get_max_threads(), t->model.n_params * 4.0 / 1e6);
+    return 0;
+}
+
+static void teardown(trainer *t, char *err, size_t errlen, int *rc) {
+    char inner[256];
+    if (pmt_trainlog_close(&t->log, inner, sizeof inner) != 0 && *rc == 0) {
+        snprintf(err, errlen, "%s", inner);
+        *rc = -1;
+    }
+    pmt_optim_free(&t->optim);
+    pmt_model_free(&t->model);
+    pmt_batcher_free(&t->train_b);
+    if (t->has_valid) pmt_batcher_free(&t->valid_b);
+}
+
+int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_train_options *opt,
+                  const pmt_train_hooks *hooks, pmt_train_result *res, char *err, size_t errlen) {
+    static const pmt_train_options default_opt = {0, 0, 0};
+    static const pmt_train_hooks no_hooks = {NULL, NULL, NULL};
+    trainer *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    t->cfg = *cfg;
+    t->cfg.vocab_size = data->vocab_size;
+    t->data = data;
+    t->opt = opt ? opt : &default_opt;
+    t->hooks = hooks ? hooks : &no_hooks;
+    t->session_start = pmt_now_seconds();
+    t->valid_loss = t->valid_accuracy = NAN;
+    memset(res, 0, sizeof *res);
+    /* Alone: every core. Several ranks on one machine share its cores. */
+    pmt_set_threads(cfg->threads > 0 ? cfg->threads : pmt_dist_default_threads());
+
+    struct sigaction old_int, old_term, sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;  /* a second Ctrl-C kills at once; the checkpoint on disk stays whole */
+    sigemptyset(&sa.sa_mask);
+    g_stop_signal = 0;
+    if (t->opt->handle_signals) {
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+    }
+    int rc = setup(t, err, errlen);
+    if (rc == 0) rc = loop(t, res, err, errlen);
+    if (t->opt->handle_signals) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+    }
+    res->steps = t->st.step;
+    res->epochs = t->train_b.n_batches ? epochs_done(t) : 0;
+    res->valid_loss = t->valid_loss;
+    res->valid_accuracy = t->valid_accuracy;
+    res->best_metric = t->st.has_best ? t->st.best_metric : NAN;
+    teardown(t, err, errlen, &rc);
+    free(t);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* from a prepared data directory                                      */
+
+int pmt_train_from_dir(const pmt_config *cfg, const pmt_train_options *opt, const pmt_train_hooks *hooks,
+                       pmt_train_result *res, char *err, size_t errlen) {
+    char path[PMT_PATH_MAX + 32], inner[512];
+    pmt_corpus train = {0}, valid = {0};
+    snprintf(path, sizeof path, "%s/spm.model", cfg->data_dir);
+    pmt_spm *spm = pmt_spm_load_file(path, inner, sizeof inner);
+    if (!spm) {
+        snprintf(err, errlen, "%s", inner);
+        return -1;
+    }
+    int rc = -1;
+    snprintf(path, sizeof path, "%s/train.tok", cfg->data_dir);
+    if (pmt_corpus_load(&train, path, inner, sizeof inner) != 0) goto done;
+    snprintf(path, sizeof path, "%s/valid.tok", cfg->data_dir);
+    if (pmt_corpus_load(&valid, path, inner, sizeof inner) != 0) goto done;
+    pmt_train_data data = {&train, &valid, NULL, 0, pmt_spm_vocab_size(spm)};
+    data.spm = pmt_spm_serialized(spm, &data.spm_size);
+    rc = pmt_train_run(cfg, &data, opt, hooks, res, err, errlen);
+    goto out;
+done:
+    snprintf(err, errlen, "%s (run `projmt prepare --data-dir %s`)", inner, cfg->data_dir);
+out:
+    pmt_corpus_free(&train);
+    pmt_corpus_free(&valid);
+    pmt_spm_free(spm);
+    return rc;
+}

@@ -1,0 +1,275 @@
+/*
+ * decoder.c — the incremental decoder: one position per step for every
+ * hypothesis row, against per-row caches (see decoder.h for what is cached).
+ *
+ * Every block is the model's pre-LN block x + sublayer(LN(x)) (eval mode: no
+ * dropout), computed with the same ops.h kernels as model.c so that the
+ * incremental pass and the teacher-forced pass are the same function:
+ *   - self-attention: one query (T = 1) per row against that row's cache of
+ *     cap positions, of which klen = t+1 are visible (no causal mask needed:
+ *     the cache only holds the past);
+ *   - cross-attention: the `beam` rows of a sentence are that sentence's
+ *     queries (B = n_sent, T = beam), so all hypotheses of a sentence share
+ *     one copy of its keys/values — nothing is replicated per beam.
+ */
+#include "translate/decoder.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/ops.h"
+
+static float *alloc_floats(size_t n) {
+    size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes);
+}
+
+static int is_standard(const pmt_decoder *d, int site) {
+    return d->m->cfg.site_kind[site] == PMT_ATTN_STANDARD;
+}
+
+int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, char *err, size_t errlen) {
+    memset(d, 0, sizeof *d);
+    if (max_sent < 1 || max_beam < 1) {
+        snprintf(err, errlen, "decoder: bad sizes (sentences %d, beam %d)", max_sent, max_beam);
+        return -1;
+    }
+    d->m = m;
+    d->max_sent = max_sent;
+    d->max_beam = max_beam;
+    d->max_rows = max_sent * max_beam;
+    const size_t R = (size_t)d->max_rows, C = (size_t)m->C, L = (size_t)m->max_len;
+    const int n_layers = m->cfg.dec_layers;
+    int ok = 1;
+    d->src_len = calloc((size_t)max_sent, sizeof *d->src_len);
+    d->self_klen = calloc(R, sizeof *d->self_klen);
+    d->layers = calloc((size_t)n_layers, sizeof *d->layers);
+    d->log_sigma_fixed = alloc_floats((size_t)m->NH);
+    /* Caches are sized for the worst case, but a batch only touches
+     * rows*cap*C of them, so the untouched pages are never made resident. */
+    d->enc_out = alloc_floats((size_t)max_sent * L * C);
+    ok = d->src_len && d->self_klen && d->layers && d->log_sigma_fixed && d->enc_out;
+    for (int l = 0; ok && l < n_layers; l++) {
+        pmt_decoder_layer *c = &d->layers[l];
+        c->k = alloc_floats(R * L * C);
+        c->k2 = alloc_floats(R * L * C);
+        ok = c->k && c->k2;
+        if (ok && is_standard(d, PMT_SITE_DEC_SELF)) {
+            c->v = alloc_floats(R * L * C);
+            c->v2 = alloc_floats(R * L * C);
+            ok = c->v && c->v2;
+        }
+        if (ok && is_standard(d, PMT_SITE_DEC_CROSS)) {
+            c->cross_k = alloc_floats((size_t)max_sent * L * C);
+            c->cross_v = alloc_floats((size_t)max_sent * L * C);
+            ok = c->cross_k && c->cross_v;
+        }
+    }
+    float **scratch[] = {&d->x, &d->ln, &d->q, &d->k_new, &d->v_new, &d->att, &d->sub};
+    for (size_t i = 0; ok && i < sizeof scratch / sizeof scratch[0]; i++) ok = (*scratch[i] = alloc_floats(R * C)) != NULL;
+    if (ok) {
+        d->mean = alloc_floats(R);
+        d->rstd = alloc_floats(R);
+        d->lse = alloc_floats(R);
+        d->h = alloc_floats(R * (size_t)m->F);
+        d->attn_probs = alloc_floats(R * (size_t)m->NH * L);
+        d->logits = alloc_floats(R * (size_t)m->V);
+        ok = d->mean && d->rstd && d->lse && d->h && d->attn_probs && d->logits;
+    }
+    if (!ok) {
+        snprintf(err, errlen, "decoder: out of memory (%d sentences x beam %d, max_len %d)", max_sent, max_beam,
+                 m->max_len);
+        pmt_decoder_free(d);
+        return -1;
+    }
+    /* Fixed σ as in model.c: σ² = √HS, i.e. log σ = log(HS) / 4. */
+    for (int h = 0; h < m->NH; h++) d->log_sigma_fixed[h] = (float)(0.25 * log((double)m->HS));
+    return 0;
+}
+
+void pmt_decoder_free(pmt_decoder *d) {
+    if (d->layers) {
+        for (int l = 0; l < d->m->cfg.dec_layers; l++) {
+            pmt_decoder_layer *c = &d->layers[l];
+            free(c->k); free(c->k2); free(c->v); free(c->v2);
+            free(c->cross_k); free(c->cross_v);
+        }
+    }
+    free(d->layers);
+    free(d->src_len); free(d->self_klen); 
+    free(d->log_sigma_fixed); free(d->enc_out);
+    free(d->x); free(d->ln); free(d->q); free(d->k_new); free(d->v_new); free(d->att); free(d->sub);
+    free(d->mean); free(d->rstd); free(d->lse); free(d->h); free(d->attn_probs); free(d->logits);
+    memset(d, 0, sizeof *d);
+}
+
+int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len, int n_sent, int S,
+                      int beam, int cap, char *err, size_t errlen) {
+    pmt_model *m = d->m;
+    if (n_sent < 1 || n_sent > d->max_sent || beam < 1 || beam > d->max_beam || S < 1 || S > m->max_len ||
+        cap < 1 || cap > m->max_len || (long)n_sent * S > m->max_rows) {
+        snprintf(err, errlen,
+                 "decoder: batch of %d sentences x %d source tokens, beam %d, %d positions does not fit "
+                 "(max %d sentences, beam %d, max_len %d, encoder rows %d)",
+                 n_sent, S, beam, cap, d->max_sent, d->max_beam, m->max_len, m->max_rows);
+        return -1;
+    }
+    d->n_sent = n_sent;
+    d->beam = beam;
+    d->rows = n_sent * beam;
+    d->S = S;
+    d->cap = cap;
+    d->t = 0;
+    memcpy(d->src_len, src_len, (size_t)n_sent * sizeof *src_len);
+    pmt_model_encode(m, src, src_len, n_sent, S, d->enc_out);
+    for (int l = 0; l < m->cfg.dec_layers; l++) {
+        const pmt_attn_params *p = &m->dec[l].cross;
+        pmt_decoder_layer *c = &d->layers[l];
+        if (!c->cross_k) continue;
+        linear_forward(c->cross_k, d->enc_out, p->wk, p->bk, n_sent * S, m->C, m->C);
+        linear_forward(c->cross_v, d->enc_out, p->wv, p->bv, n_sent * S, m->C, m->C);
+    }
+    return 0;
+}
+
+static const float *site_log_sigma(const pmt_decoder *d, const pmt_attn_params *p) {
+    return p->log_sigma ? p->log_sigma : d->log_sigma_fixed;
+}
+
+/* Copies rows [R, C] into position t of a [R, cap, C] cache. */
+static void cache_put(float *cache, const float *rows, int R, int cap, int t, int C) {
+    for (int r = 0; r < R; r++)
+        memcpy(cache + ((size_t)r * cap + t) * C, rows + (size_t)r * C, (size_t)C * sizeof(float));
+}
+
+/* d->att = self-attention of d->ln (one query per row) over the row caches,
+ * after appending this position's keys/values. */
+static void self_attention(pmt_decoder *d, const pmt_attn_params *p, pmt_decoder_layer *c) {
+    const pmt_model *m = d->m;
+    const int R = d->rows, C = m->C;
+    if (is_standard(d, PMT_SITE_DEC_SELF)) {
+        linear_forward(d->q, d->ln, p->wq, p->bq, R, C, C);
+        linear_forward(d->k_new, d->ln, p->wk, p->bk, R, C, C);
+        linear_forward(d->v_new, d->ln, p->wv, p->bv, R, C, C);
+        cache_put(c->k, d->k_new, R, d->cap, d->t, C);
+        cache_put(c->v, d->v_new, R, d->cap, d->t, C);
+        attention_forward_few_queries(d->att, d->attn_probs, d->q, c->k, c->v, d->self_klen, 0, R, 1, d->cap, C, m->NH,
+                          (float)(1.0 / sqrt((double)m->HS)));
+    } else {
+        cache_put(c->k, d->ln, R, d->cap, d->t, C);
+        projattn_forward_few_queries(d->att, d->attn_probs, d->ln, c->k, site_log_sigma(d, p), d->self_klen, 0, R, 1,
+                         d->cap, C, m->NH);
+    }
+}
+
+/* d->att = cross-attention of d->ln: the beam rows of sentence b are its
+ * T = beam queries against its S encoder positions. */
+static void cross_attention(pmt_decoder *d, const pmt_attn_params *p, const pmt_decoder_layer *c) {
+    const pmt_model *m = d->m;
+    const int C = m->C;
+    if (is_standard(d, PMT_SITE_DEC_CROSS)) {
+        linear_forward(d->q, d->ln, p->wq, p->bq, d->rows, C, C);
+        attention_forward_few_queries(d->att, d->attn_probs, d->q, c->cross_k, c->cross_v, d->src_len, 0, d->n_sent, d->beam,
+                          d->S, C, m->NH, (float)(1.0 / sqrt((double)m->HS)));
+    } else {
+        projattn_forward_few_queries(d->att, d->attn_probs, d->ln, d->enc_out, site_log_sigma(d, p), d->src_len, 0, d->n_sent,
+                         d->beam, d->S, C, m->NH);
+    }
+}
+
+/* x += W_O · att + b_O (the residual of an attention block). */
+static void attention_output(pmt_decoder *d, const pmt_attn_params *p) {
+    const int R = d->rows, C = d->m->C;
+    linear_forward(d->sub, d->att, p->wo, p->bo, R, C, C);
+    residual_forward(d->x, d->x, d->sub, (size_t)R * C);
+}
+
+static void ffn_block(pmt_decoder *d, const pmt_ffn_params *p) {
+    const pmt_model *m = d->m;
+    const int R = d->rows;
+    layernorm_forward(d->ln, d->mean, d->rstd, d->x, p->ln_w, p->ln_b, R, m->C);
+    linear_forward(d->h, d->ln, p->w1, p->b1, R, m->C, m->F);
+    relu_forward(d->h, d->h, (size_t)R * m->F);
+    linear_forward(d->sub, d->h, p->w2, p->b2, R, m->F, m->C);
+    residual_forward(d->x, d->x, d->sub, (size_t)R * m->C);
+}
+
+const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens) {
+    pmt_model *m = d->m;
+    const int R = d->rows, C = m->C;
+    embedding_forward(d->x, tokens, m->wte, m->pos + (size_t)d->t * C, R, 1, C, (float)sqrt((double)C));
+    for (int r = 0; r < R; r++) d->self_klen[r] = d->t + 1;
+    for (int l = 0; l < m->cfg.dec_layers; l++) {
+        const pmt_layer_params *lp = &m->dec[l];
+        pmt_decoder_layer *c = &d->layers[l];
+        layernorm_forward(d->ln, d->mean, d->rstd, d->x, lp->self.ln_w, lp->self.ln_b, R, C);
+        self_attention(d, &lp->self, c);
+        attention_output(d, &lp->self);
+        layernorm_forward(d->ln, d->mean, d->rstd, d->x, lp->cross.ln_w, lp->cross.ln_b, R, C);
+        cross_attention(d, &lp->cross, c);
+        attention_output(d, &lp->cross);
+        ffn_block(d, &lp->ffn);
+    }
+    layernorm_forward(d->ln, d->mean, d->rstd, d->x, m->dec_ln_w, m->dec_ln_b, R, C);
+    linear_forward(d->logits, d->ln, m->wte, NULL, R, C, m->V);
+    logsumexp_rows(d->lse, d->logits, R, m->V);
+    d->t++;
+    return d->logits;
+}
+
+double pmt_decoder_logprob(const pmt_decoder *d, int r, int id) {
+    return (double)d->logits[(size_t)r * d->m->V + id] - (double)d->lse[r];
+}
+
+/* Moves sentence rows of a [n_sent, S, C] buffer down to their kept slots
+ * (keep is increasing, so keep[j] >= j and memmove in order is safe). */
+static void compact_sentences(float *buf, const int32_t *keep, int n_keep, size_t sentence_floats) {
+    for (int j = 0; j < n_keep; j++)
+        if (keep[j] != j)
+            memmove(buf + (size_t)j * sentence_floats, buf + (size_t)keep[j] * sentence_floats,
+                    sentence_floats * sizeof(float));
+}
+
+/* new row r of *cache = old row from[r], first t positions, via the spare
+ * buffer; then the buffers swap. */
+static void gather_rows(float **cache, float **spare, const int32_t *from, int rows, int cap, int t, int C) {
+    if (!*cache) return;
+    for (int r = 0; r < rows; r++)
+        memcpy(*spare + (size_t)r * cap * C, *cache + (size_t)from[r] * cap * C, (size_t)t * C * sizeof(float));
+    float *tmp = *cache;
+    *cache = *spare;
+    *spare = tmp;
+}
+
+void pmt_decoder_reorder(pmt_decoder *d, const int32_t *parent, const int32_t *keep, int n_keep) {
+    const int C = d->m->C, beam = d->beam, new_rows = n_keep * beam;
+    /* The row map, built in the spare klen buffer's place: self_klen is
+     * rewritten at every step, so it is free scratch here. */
+    int32_t *from = d->self_klen;
+    int identity = 1;
+    for (int r = 0; r < new_rows; r++) {
+        from[r] = parent ? parent[r] : keep[r / beam] * beam + r % beam;
+        identity &= from[r] == r;
+    }
+    if (!identity) {
+        for (int l = 0; l < d->m->cfg.dec_layers; l++) {
+            pmt_decoder_layer *c = &d->layers[l];
+            gather_rows(&c->k, &c->k2, from, new_rows, d->cap, d->t, C);
+            gather_rows(&c->v, &c->v2, from, new_rows, d->cap, d->t, C);
+        }
+    }
+    if (n_keep != d->n_sent) {
+        const size_t sent = (size_t)d->S * C;
+        compact_sentences(d->enc_out, keep, n_keep, sent);
+        for (int l = 0; l < d->m->cfg.dec_layers; l++) {
+            if (!d->layers[l].cross_k) continue;
+            compact_sentences(d->layers[l].cross_k, keep, n_keep, sent);
+            compact_sentences(d->layers[l].cross_v, keep, n_keep, sent);
+        }
+        for (int j = 0; j < n_keep; j++) d->src_len[j] = d->src_len[keep[j]];
+        d->n_sent = n_keep;
+        d->rows = new_rows;
+    }
+}

@@ -1,0 +1,96 @@
+/*
+ * decoder.h — the incremental decoder (whisper.cpp / Marian style caches) over
+ * a pmt_model; the search that drives it is translate/beam_search.h.
+ *
+ *     pmt_decoder runs the decoder one position at a time for a batch of
+ *     `rows` hypotheses (n_sent sentences × beam rows each, sentence-major).
+ *     The encoder runs once per batch (pmt_model_encode). Per decoder layer
+ *     it caches what a new token needs, so a step costs O(current length):
+ *       self-attention  standard:   K and V rows of every past position;
+ *                       projection: the LayerNormed inputs of past positions
+ *                                   (they are the keys and the values);
+ *       cross-attention standard:   K = enc_out·W_Kᵀ + b_K and V likewise,
+ *                                   computed once per batch;
+ *                       projection: the encoder output itself.
+ *     It computes exactly the function of pmt_model_forward (eval mode): a
+ *     teacher-forced step sequence reproduces its output distribution.
+ *
+ * Token conventions (as model.h): source ids are given WITHOUT the trailing
+ * EOS (the search appends it); hypotheses are returned without BOS/EOS.
+ *
+ * Ownership: a pmt_decoder borrows its pmt_model (which must outlive it) and
+ * owns every buffer it allocates in pmt_decoder_init, released by
+ * pmt_decoder_free. Nothing allocates after init.
+ */
+#ifndef PROJMT_DECODER_H
+#define PROJMT_DECODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "model/model.h"
+
+typedef struct pmt_decoder_layer {
+    /* Self-attention cache, [rows, cap, C] each, row r's position j at
+     * (r*cap + j)*C. standard: keys in k, values in v; projection: the
+     * LayerNormed inputs in k (v unused). k2/v2 are the second buffers of a
+     * double buffer: beam reordering gathers into them and swaps. */
+    float *k, *v, *k2, *v2;
+    /* Cross-attention keys/values, [n_sent, S, C] (standard only; a
+     * projection site reads the decoder's enc_out). */
+    float *cross_k, *cross_v;
+} pmt_decoder_layer;
+
+typedef struct pmt_decoder {
+    pmt_model *m;                /* borrowed */
+    int max_sent, max_beam;      /* bounds fixed at init */
+    int max_rows;                /* max_sent * max_beam */
+
+    /* current batch */
+    int n_sent, beam, rows;      /* rows = n_sent * beam */
+    int S;                       /* padded source length (incl. EOS) */
+    int cap;                     /* cache stride: positions per row (<= m->max_len) */
+    int t;                       /* positions already fed (next position index) */
+
+    int32_t *src_len;            /* [max_sent] source tokens incl. EOS */
+    int32_t *self_klen;          /* [max_rows] keys visible at this step (t+1) */
+    float *enc_out;              /* [max_sent * max_len, C] */
+    pmt_decoder_layer *layers;   /* [dec_layers] */
+    float *log_sigma_fixed;      /* [NH] log σ for fixed σ (σ² = √HS) */
+
+    /* per-step scratch, [max_rows, ...] */
+    float *x, *ln, *mean, *rstd, *q, *k_new, *v_new, *att, *sub, *h;
+    float *attn_probs;           /* [max_rows, NH, max_len] */
+    float *logits;               /* [max_rows, V] output logits of the last step */
+    float *lse;                  /* [max_rows] their log-normaliser: log p = logit − lse */
+} pmt_decoder;
+
+/* Allocates for up to max_sent sentences × max_beam rows with sources and
+ * outputs up to m->max_len positions. Returns 0, or -1 with err. */
+int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, char *err, size_t errlen);
+void pmt_decoder_free(pmt_decoder *d);
+
+/* Starts a batch: encodes src [n_sent*S] (padded, EOS included, lengths
+ * src_len), precomputes the cross-attention keys/values, and prepares
+ * n_sent*beam rows with caches of cap positions (cap <= m->max_len).
+ * Requires n_sent*S <= m->max_rows (the encoder's arena). 0 or -1 with err. */
+int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len, int n_sent, int S,
+                      int beam, int cap, char *err, size_t errlen);
+
+/* Feeds one token per row at position d->t (BOS first) and returns the
+ * next-token logits [rows, V] (d->logits; d->lse their log-normalisers).
+ * Caller guarantees d->t < d->cap. */
+const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens);
+
+/* Log-probability of token `id` in row r of the last step. */
+double pmt_decoder_logprob(const pmt_decoder *d, int r, int id);
+
+/* Rearranges the batch after a search step: the kept sentences keep[0..n_keep)
+ * (old sentence indices, strictly increasing) become sentences 0..n_keep-1,
+ * and new row r (of n_keep*beam) continues old row parent[r], which must
+ * belong to old sentence keep[r / beam]. parent == NULL means row r of each
+ * kept sentence continues itself (sentence compaction only). */
+void pmt_decoder_reorder(pmt_decoder *d, const int32_t *parent, const int32_t *keep, int n_keep);
+
+#endif

@@ -1,0 +1,215 @@
+/*
+ * translator.c — see translator.h. The only function that knows about
+ * checkpoint files is pmt_translator_load; everything else works on a model
+ * and a tokenizer, so tests can build both in memory.
+ */
+#include "translate/translator.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/checkpoint.h"
+
+/* Encoder arena of a translation model, in source tokens per encoder call:
+ * e.g. 85 sentences of 12 tokens. Larger only saves sub-batch iterations,
+ * while the model's arena also holds [rows, V] training logits that
+ * translation never touches (they stay virtual memory). */
+enum { ENCODER_ROWS = 1024 };
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Length of the well-formed UTF-8 sequence at s[i] (no overlongs,
+ * surrogates, code points above U+10FFFF or NUL), or 0. */
+static size_t utf8_sequence(const unsigned char *s, size_t n, size_t i) {
+    unsigned char c = s[i];
+    if (c >= 0x01 && c < 0x80) return 1;
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;   /* bounds of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) { len = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+    else if (c >= 0xF0 && c <= 0xF4) { len = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+    else return 0;
+    if (i + len > n || s[i + 1] < lo || s[i + 1] > hi) return 0;
+    for (size_t k = 2; k < len; k++)
+        if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
+    return len;
+}
+
+int pmt_utf8_sanitize(const char *src, size_t n, char *dst) {
+    const unsigned char *s = (const unsigned char *)src;
+    size_t o = 0;
+    int replaced = 0;
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_sequence(s, n, i);
+        if (len) {
+            memcpy(dst + o, s + i, len);
+            o += len;
+            i += len;
+        } else {
+            memcpy(dst + o, "\xEF\xBF\xBD", 3);   /* U+FFFD, one per bad byte */
+            o += 3;
+            i++;
+            replaced++;
+        }
+    }
+    dst[o] = '\0';
+    return replaced;
+}
+
+static void free_texts(pmt_translator *t) {
+    for (int i = 0; i < t->n_texts; i++) free(t->texts[i]);
+    t->n_texts = 0;
+}
+
+int pmt_translator_init(pmt_translator *t, pmt_model *model, pmt_spm *spm, const pmt_decode_options *opt,
+                        int max_batch, char *err, size_t errlen) {
+    memset(t, 0, sizeof *t);
+    t->model = *model;          /* the translator now owns the model's buffers */
+    memset(model, 0, sizeof *model);
+    t->spm = spm;
+    t->warn = stderr;
+    t->opt = *opt;
+    t->max_batch = max_batch < 1 ? 1 : max_batch;
+    const size_t nb = (size_t)t->max_batch;
+    if (pmt_search_init(&t->search, &t->model, t->max_batch, opt->beam_size, err, errlen) != 0) goto fail;
+    t->ids = malloc(nb * (size_t)t->model.max_len * sizeof *t->ids);
+    t->lens = calloc(nb, sizeof *t->lens);
+    t->ptrs = calloc(nb, sizeof *t->ptrs);
+    t->slot = calloc(nb, sizeof *t->slot);
+    t->nbest = calloc(nb, sizeof *t->nbest);
+    t->results = calloc(nb, sizeof *t->results);
+    t->texts = calloc(nb * (size_t)opt->beam_size, sizeof *t->texts);
+    if (!t->ids || !t->lens || !t->ptrs || !t->slot || !t->nbest || !t->results || !t->texts) {
+        snprintf(err, errlen, "translator: out of memory");
+        goto fail;
+    }
+    return 0;
+fail:
+    pmt_translator_free(t);
+    return -1;
+}
+
+int pmt_translator_load(pmt_translator *t, const char *model_path, const pmt_decode_options *opt, int max_batch,
+                        char *err, size_t errlen) {
+    pmt_model model;
+    pmt_spm *spm = NULL;
+    memset(t, 0, sizeof *t);
+    if (pmt_checkpoint_load_model(model_path, &model, ENCODER_ROWS, 0, &spm, err, errlen) != 0) return -1;
+    return pmt_translator_init(t, &model, spm, opt, max_batch, err, errlen);
+}
+
+void pmt_translator_free(pmt_translator *t) {
+    if (t->texts) free_texts(t);
+    if (t->search.pool) pmt_search_free(&t->search);
+    if (t->model.params) pmt_model_free(&t->model);
+    if (t->spm) pmt_spm_free(t->spm);
+    free(t->ids); free(t->lens); free(t->ptrs); free(t->slot); free(t->nbest); free(t->results); free(t->texts);
+    free(t->clean);
+    memset(t, 0, sizeof *t);
+}
+
+int pmt_translator_set_options(pmt_translator *t, const pmt_decode_options *opt, char *err, size_t errlen) {
+    if (opt->n_best < 1 || opt->n_best > opt->beam_size) {
+        snprintf(err, errlen, "n-best (%d) must be in [1, beam size (%d)]", opt->n_best, opt->beam_size);
+        return -1;
+    }
+    if (opt->beam_size > t->search.max_beam) {
+        pmt_search bigger;
+        char **texts = calloc((size_t)t->max_batch * opt->beam_size, sizeof *texts);
+        if (!texts || pmt_search_init(&bigger, &t->model, t->max_batch, opt->beam_size, err, errlen) != 0) {
+            if (!texts) snprintf(err, errlen, "translator: out of memory");
+            free(texts);
+            return -1;
+        }
+        free_texts(t);
+        free(t->texts);
+        t->texts = texts;
+        pmt_search_free(&t->search);
+        t->search = bigger;
+    }
+    t->opt = *opt;
+    return 0;
+}
+
+static void warn(const pmt_translator *t, int line, const char *fmt, ...) {
+    if (!t->warn) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(t->warn, "projmt translate: warning: line %d: ", line);
+    vfprintf(t->warn, fmt, ap);
+    fputc('\n', t->warn);
+    va_end(ap);
+}
+
+/* Sanitizes and encodes a line into t->ids row k; returns its length, or -1.
+ * line_no only labels warnings. */
+static int encode_line(pmt_translator *t, const char *line, int line_no, int k) {
+    size_t n = strlen(line), need = 3 * n + 1;
+    if (need > t->clean_cap) {
+        char *p = realloc(t->clean, need);
+        if (!p) return -1;
+        t->clean = p;
+        t->clean_cap = need;
+    }
+    int bad = pmt_utf8_sanitize(line, n, t->clean);
+    if (bad) warn(t, line_no, "%d invalid UTF-8 byte(s) replaced by U+FFFD", bad);
+    const int max_src = t->model.max_len - 1;
+    int32_t *ids = t->ids + (size_t)k * t->model.max_len;
+    int total = pmt_spm_encode(t->spm, t->clean, ids, max_src);
+    if (total < 0) return -1;
+    if (total > max_src) {
+        warn(t, line_no, "%d source tokens, truncated to the model's limit of %d", total, max_src);
+        total = max_src;
+    }
+    return total;
+}
+
+int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n, pmt_translation *out,
+                             char *err, size_t errlen) {
+    if (n > t->max_batch) {
+        snprintf(err, errlen, "translator: %d lines exceed the batch size %d", n, t->max_batch);
+        return -1;
+    }
+    double start = now_seconds();
+    free_texts(t);
+    int m = 0;   /* non-empty sentences */
+    for (int i = 0; i < n; i++) {
+        out[i] = (pmt_translation){0, NULL, NULL};
+        int len = encode_line(t, lines[i], (int)t->totals.sentences + i + 1, m);
+        if (len < 0) {
+            snprintf(err, errlen, "translator: tokenizing line %d failed: %s", i + 1, pmt_spm_last_error(t->spm));
+            return -1;
+        }
+        if (len == 0) continue;
+        t->lens[m] = len;
+        t->ptrs[m] = t->ids + (size_t)m * t->model.max_len;
+        t->slot[m] = i;
+        t->totals.src_tokens += len;
+        m++;
+    }
+    if (m > 0 && pmt_search_run(&t->search, &t->opt, t->ptrs, t->lens, m, t->nbest, err, errlen) != 0) return -1;
+    for (int j = 0; j < m; j++) {
+        pmt_translation *r = &out[t->slot[j]];
+        r->n = t->nbest[j].n;
+        r->hyp = t->nbest[j].hyp;
+        r->text = t->texts + t->n_texts;
+        for (int k = 0; k < r->n; k++) {
+            char *s = pmt_spm_decode(t->spm, r->hyp[k].ids, r->hyp[k].len);
+            if (!s) {
+                snprintf(err, errlen, "translator: detokenizing failed: %s", pmt_spm_last_error(t->spm));
+                return -1;
+            }
+            t->texts[t->n_texts++] = s;
+        }
+        t->totals.out_tokens += r->hyp[0].len;
+    }
+    t->totals.sentences += n;
+    t->totals.seconds += now_seconds() - start;
+    return 0;
+}

@@ -1,0 +1,83 @@
+/*
+ * translator.h — text in, text out: SentencePiece encoding, input checks,
+ * batched search (decode.h) and decoding back to text.
+ *
+ * Input policy (each case warns on the translator's warning stream, never
+ * aborts): invalid UTF-8 bytes are replaced by U+FFFD; a sentence with more
+ * than max_len − 1 source tokens is truncated to that many; an empty (or
+ * all-whitespace) line translates to an empty line without running the model.
+ *
+ * Ownership: pmt_translator owns its model, tokenizer, search and scratch
+ * (pmt_translator_free releases all). The pmt_translation results of
+ * pmt_translator_translate point into translator storage and stay valid until
+ * the next translate call or free.
+ */
+#ifndef PROJMT_TRANSLATOR_H
+#define PROJMT_TRANSLATOR_H
+
+#include <stdio.h>
+
+#include "translate/beam_search.h"
+#include "model/model.h"
+#include "data/spm.h"
+
+typedef struct pmt_translation {
+    int n;                       /* hypotheses, best first (0 for an empty input) */
+    char **text;                 /* [n] detokenized UTF-8 */
+    const pmt_hypothesis *hyp;   /* [n] ids and scores */
+} pmt_translation;
+
+typedef struct pmt_translator_totals {
+    long sentences, src_tokens, out_tokens;
+    double seconds;              /* wall time inside pmt_translator_translate */
+} pmt_translator_totals;
+
+typedef struct pmt_translator {
+    pmt_model model;
+    pmt_spm *spm;
+    pmt_search search;
+    pmt_decode_options opt;
+    int max_batch;               /* sentences per translate call */
+    FILE *warn;                  /* warnings (stderr by default; NULL = silent) */
+    pmt_translator_totals totals;
+
+    /* scratch sized at init / on demand between calls */
+    int32_t *ids;                /* [max_batch * max_len] source ids */
+    int *lens;                   /* [max_batch] */
+    const int32_t **ptrs;        /* [max_batch] */
+    int *slot;                   /* [max_batch] input index of each non-empty sentence */
+    pmt_nbest *nbest;            /* [max_batch] */
+    pmt_translation *results;    /* [max_batch] */
+    char **texts;                /* [max_batch * beam] decoded strings */
+    int n_texts;
+    char *clean;                 /* UTF-8-sanitized line */
+    size_t clean_cap;
+} pmt_translator;
+
+/* Loads a checkpoint (model, config, tokenizer) and prepares for up to
+ * max_batch sentences per call with the options opt (beam, n-best, ...).
+ * Missing, truncated or foreign files give -1 with a message naming the file. */
+int pmt_translator_load(pmt_translator *t, const char *model_path, const pmt_decode_options *opt, int max_batch,
+                        char *err, size_t errlen);
+
+/* Same over an already built model and tokenizer, whose ownership passes to
+ * the translator (also on failure). */
+int pmt_translator_init(pmt_translator *t, pmt_model *model, pmt_spm *spm, const pmt_decode_options *opt,
+                        int max_batch, char *err, size_t errlen);
+void pmt_translator_free(pmt_translator *t);
+
+/* Changes the search options (e.g. the prompt's :beam / :nbest); re-sizes the
+ * search when the beam grows. 0, or -1 with err (options unchanged). */
+int pmt_translator_set_options(pmt_translator *t, const pmt_decode_options *opt, char *err, size_t errlen);
+
+/* Translates lines[0..n) (n <= max_batch, NUL-terminated, no newline) into
+ * out[0..n), in input order. 0, or -1 with err. */
+int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n, pmt_translation *out,
+                             char *err, size_t errlen);
+
+/* Copies src[0..n) into dst replacing every byte that does not start or
+ * belong to a well-formed UTF-8 sequence (and NUL) by U+FFFD; dst needs 3n+1
+ * bytes. Returns the number of replacements. */
+int pmt_utf8_sanitize(const char *src, size_t n, char *dst);
+
+#endif
