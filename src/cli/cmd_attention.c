@@ -11,11 +11,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "tools/attention_dump.h"
 #include "cli/commands.h"
 #include "core/config.h"
+#include "core/fileio.h"
 #include "core/runtime.h"
 #include "translate/translator.h"
 
@@ -37,10 +37,11 @@ static void print_usage(FILE *out) {
             "  --threads N       threads (0 = all cores)\n");
 }
 
-/* Creates dir unless it exists; 0, or -1 after printing why. */
+/* Creates dir and its parents unless they exist; 0, or -1 after printing why. */
 static int ensure_dir(const char *dir) {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "projmt attention: cannot create output folder '%s': %s\n", dir, strerror(errno));
+    char failed[PMT_PATH_MAX];
+    if (pmt_make_dirs(dir, failed, sizeof failed) != 0) {
+        fprintf(stderr, "projmt attention: cannot create output folder '%s': %s\n", failed, strerror(errno));
         return -1;
     }
     return 0;

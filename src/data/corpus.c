@@ -18,7 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "core/fileio.h"
 
 static const char corpus_magic[8] = {'P', 'M', 'T', 'T', 'O', 'K', '\0', '\1'};
 enum { CORPUS_VERSION = 1 };
@@ -99,28 +102,24 @@ int pmt_corpus_save(const pmt_corpus *c, const char *path, char *err, size_t err
         snprintf(err, errlen, "refusing to write '%s': corpus offsets do not start at 0", path);
         return -1;
     }
-    size_t tmp_len = strlen(path) + 5;
-    char *tmp = malloc(tmp_len);
-    if (!tmp) { snprintf(err, errlen, "out of memory writing '%s'", path); return -1; }
-    snprintf(tmp, tmp_len, "%s.tmp", path);
-    tok_stream s = {gzopen(tmp, "wb6"), crc32(0, Z_NULL, 0), path, err, errlen};
-    int rc = -1;
+    pmt_atomic_file af;
+    if (pmt_atomic_open(&af, path, err, errlen) != 0) return -1;
+    int gz_fd = dup(fileno(af.f));   /* the stream closes its own copy; af keeps the file for fsync */
+    tok_stream s = {gz_fd >= 0 ? gzdopen(gz_fd, "wb6") : NULL, crc32(0, Z_NULL, 0), path, err, errlen};
     if (!s.gz) {
-        snprintf(err, errlen, "cannot create '%s': %s", tmp, errno ? strerror(errno) : "out of memory");
-    } else {
-        rc = write_body(&s, c);
-        int close_rc = gzclose(s.gz);
-        if (rc == 0 && close_rc != Z_OK) {
-            snprintf(err, errlen, "cannot write '%s': closing failed (zlib code %d; disk full?)", path, close_rc);
-            rc = -1;
-        }
-        if (rc == 0 && rename(tmp, path) != 0) {
-            snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-            rc = -1;
-        }
-        if (rc != 0) remove(tmp);
+        if (gz_fd >= 0) close(gz_fd);
+        snprintf(err, errlen, "cannot create '%s': %s", af.tmp, errno ? strerror(errno) : "out of memory");
+        pmt_atomic_discard(&af);
+        return -1;
     }
-    free(tmp);
+    int rc = write_body(&s, c);
+    int close_rc = gzclose(s.gz);
+    if (rc == 0 && close_rc != Z_OK) {
+        snprintf(err, errlen, "cannot write '%s': closing failed (zlib code %d; disk full?)", path, close_rc);
+        rc = -1;
+    }
+    if (rc != 0) pmt_atomic_discard(&af);
+    else rc = pmt_atomic_commit(&af, err, errlen);
     return rc;
 }
 

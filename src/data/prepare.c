@@ -2,10 +2,10 @@
  * prepare.c — the `projmt prepare` pipeline (see prepare.h): read + clean,
  * seeded split, SentencePiece training, encoding, atomic output.
  *
- * Why the output registry: every file goes to "<name>.tmp" first and is
- * recorded; only when every phase succeeded are they renamed into place,
- * manifest.json last (an older manifest is removed before the renames
- * begin). On any failure all temporaries are deleted. A data dir with a
+ * Why the output registry: every file goes to "<name>.tmp" first (synced,
+ * core/fileio.h) and is recorded; only when every phase succeeded are they
+ * renamed into place, manifest.json last (an older manifest is removed
+ * before the renames begin). On any failure all temporaries are deleted. A data dir with a
  * manifest.json is therefore always complete and consistent.
  *
  * Why our own PRNG: rand() differs between libcs; splitmix64 + Fisher–Yates
@@ -17,9 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+#include "core/fileio.h"
 #include "data/corpus.h"
 #include "data/prepare_internal.h"
 #include "data/spm.h"
@@ -30,60 +28,63 @@ static const char *const side_names[PMT_SIDES] = {"en", "es"};
 
 enum { MAX_OUTPUTS = 16, OUT_PATH = PMT_PATH_MAX + 64 };
 
-/* Files written under temporary names, renamed together at the end. */
+/* Files written under temporary names (core/fileio.h), renamed together at
+ * the end. */
 typedef struct {
-    char tmp[MAX_OUTPUTS][OUT_PATH];
-    char final[MAX_OUTPUTS][OUT_PATH];
+    pmt_atomic_file file[MAX_OUTPUTS];
     int n;
 } output_set;
 
-/* Registers <dir>/<name> and returns its temporary path. */
-static const char *output_add(output_set *o, const char *dir, const char *name) {
-    snprintf(o->final[o->n], OUT_PATH, "%s/%s", dir, name);
-    snprintf(o->tmp[o->n], OUT_PATH, "%s/%s.tmp", dir, name);
-    return o->tmp[o->n++];
+/* Registers <dir>/<name>, whose temporary (tmp, NULL: <name>.tmp) another
+ * atomic writer fills; returns the temporary's path, or NULL with err. */
+static const char *output_expect(output_set *o, const char *dir, const char *name, const char *tmp, char *err,
+                                 size_t errlen) {
+    char path[OUT_PATH];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    pmt_atomic_file *af = &o->file[o->n];
+    if (pmt_atomic_name(af, path, tmp, err, errlen) != 0) return NULL;
+    o->n++;
+    return af->tmp;
+}
+
+/* Registers <dir>/<name> and opens its temporary for writing; NULL with err. */
+static pmt_atomic_file *output_open(output_set *o, const char *dir, const char *name, char *err, size_t errlen) {
+    char path[OUT_PATH];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    pmt_atomic_file *af = &o->file[o->n];
+    if (pmt_atomic_open(af, path, err, errlen) != 0) return NULL;
+    o->n++;
+    return af;
 }
 
 /* Deletes every temporary written so far (the failure path). */
-static void output_discard(const output_set *o) {
-    for (int i = 0; i < o->n; i++) remove(o->tmp[i]);
+static void output_discard(output_set *o) {
+    for (int i = 0; i < o->n; i++) pmt_atomic_discard(&o->file[i]);
 }
 
 /* Renames every temporary into place, the last registered (the manifest)
  * last, after removing any previous manifest so a crash between renames
  * leaves no complete-looking directory. */
-static int output_commit(const output_set *o, char *err, size_t errlen) {
-    if (remove(o->final[o->n - 1]) != 0 && errno != ENOENT) {
-        snprintf(err, errlen, "cannot replace '%s': %s", o->final[o->n - 1], strerror(errno));
+static int output_commit(output_set *o, char *err, size_t errlen) {
+    const char *manifest = o->file[o->n - 1].path;
+    if (remove(manifest) != 0 && errno != ENOENT) {
+        snprintf(err, errlen, "cannot replace '%s': %s", manifest, strerror(errno));
         return -1;
     }
-    for (int i = 0; i < o->n; i++) {
-        if (rename(o->tmp[i], o->final[i]) != 0) {
-            snprintf(err, errlen, "cannot rename '%s' to '%s': %s", o->tmp[i], o->final[i], strerror(errno));
-            return -1;
-        }
-    }
+    for (int i = 0; i < o->n; i++)
+        if (pmt_atomic_rename(&o->file[i], err, errlen) != 0) return -1;
     return 0;
 }
 
 /* mkdir -p, then a write probe: fails early, before minutes of work. */
 static int make_output_dir(const char *dir, char *err, size_t errlen) {
     char path[OUT_PATH];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1;; p++) {
-        int at_end = *p == '\0';
-        if (*p != '/' && !at_end) continue;
-        *p = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-            snprintf(err, errlen, "cannot create output directory '%s': %s; choose another --data-dir", path, strerror(errno));
-            return -1;
-        }
-        if (at_end) break;
-        *p = '/';
-    }
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "output path '%s' is not a directory; choose another --data-dir", dir);
+    if (pmt_make_dirs(dir, path, sizeof path) != 0) {
+        if (errno == EEXIST)
+            snprintf(err, errlen, "output path '%s' is not a directory; choose another --data-dir", dir);
+        else
+            snprintf(err, errlen, "cannot create output directory '%s': %s; choose another --data-dir", path,
+                     strerror(errno));
         return -1;
     }
     snprintf(path, sizeof path, "%s/.prepare-write-test.tmp", dir);
@@ -218,16 +219,18 @@ static int make_split_plan(const pmt_pair_list *list, const pmt_config *cfg, spl
 
 /* ---- text outputs ----------------------------------------------------- */
 
-/* Writes one side of the pairs idx[0..n) as text lines. */
-static int write_side_text(const char *path, const pmt_pair_list *list, const long *idx, long n, int side,
+/* Writes one side of the pairs idx[0..n) as text lines into af, closed
+ * (synced) under its temporary name. */
+static int write_side_text(pmt_atomic_file *af, const pmt_pair_list *list, const long *idx, long n, int side,
                            char *err, size_t errlen) {
-    FILE *f = fopen(path, "wb");
-    if (!f) { snprintf(err, errlen, "cannot create '%s': %s", path, strerror(errno)); return -1; }
     int ok = 1;
-    for (long i = 0; ok && i < n; i++) ok = fputs(list->pairs[idx[i]].side[side], f) >= 0 && fputc('\n', f) != EOF;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-    return ok ? 0 : -1;
+    for (long i = 0; ok && i < n; i++)
+        ok = fputs(list->pairs[idx[i]].side[side], af->f) >= 0 && fputc('\n', af->f) != EOF;
+    if (!ok) {
+        snprintf(err, errlen, "cannot write '%s': %s", af->tmp, strerror(errno));
+        return -1;
+    }
+    return pmt_atomic_close(af, err, errlen);
 }
 
 /* Writes <split>.{en,es}; remembers the train files for SentencePiece. */
@@ -237,9 +240,9 @@ static int write_split_texts(const pmt_config *cfg, const pmt_pair_list *list, c
         for (int s = 0; s < PMT_SIDES; s++) {
             char name[32];
             snprintf(name, sizeof name, "%s.%s", split_names[k], side_names[s]);
-            const char *tmp = output_add(out, cfg->data_dir, name);
-            if (write_side_text(tmp, list, plan->idx[k], plan->n[k], s, err, errlen) != 0) return -1;
-            if (k == PMT_SPLIT_TRAIN) train_text[s] = tmp;
+            pmt_atomic_file *af = output_open(out, cfg->data_dir, name, err, errlen);
+            if (!af || write_side_text(af, list, plan->idx[k], plan->n[k], s, err, errlen) != 0) return -1;
+            if (k == PMT_SPLIT_TRAIN) train_text[s] = af->tmp;
         }
     }
     return 0;
@@ -250,14 +253,14 @@ static int write_split_texts(const pmt_config *cfg, const pmt_pair_list *list, c
 /* Trains the joint model on the training texts into spm.{model,vocab}.tmp. */
 static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], output_set *out,
                      char *model_path, char *err, size_t errlen) {
-    char prefix[PMT_PATH_MAX + 16];
+    char prefix[PMT_PATH_MAX + 16], vocab_path[OUT_PATH];
     /* spm writes <prefix>.model/.vocab; "spm.tmp" keeps both temporary. */
     snprintf(prefix, sizeof prefix, "%s/spm.tmp", cfg->data_dir);
-    snprintf(out->tmp[out->n], OUT_PATH, "%s.model", prefix);
-    snprintf(out->final[out->n++], OUT_PATH, "%s/spm.model", cfg->data_dir);
-    snprintf(out->tmp[out->n], OUT_PATH, "%s.vocab", prefix);
-    snprintf(out->final[out->n++], OUT_PATH, "%s/spm.vocab", cfg->data_dir);
     snprintf(model_path, OUT_PATH, "%s.model", prefix);
+    snprintf(vocab_path, sizeof vocab_path, "%s.vocab", prefix);
+    if (!output_expect(out, cfg->data_dir, "spm.model", model_path, err, errlen) ||
+        !output_expect(out, cfg->data_dir, "spm.vocab", vocab_path, err, errlen))
+        return -1;
 
     pmt_spm_train_options opt;
     pmt_spm_train_options_default(&opt);
@@ -401,7 +404,8 @@ static int encode_splits(const pmt_config *cfg, const char *model_path, const pm
         if (rc == 0) {
             char name[32];
             snprintf(name, sizeof name, "%s.tok", split_names[k]);
-            rc = pmt_corpus_save(&c, output_add(out, cfg->data_dir, name), err, errlen);
+            const char *tmp = output_expect(out, cfg->data_dir, name, NULL, err, errlen);
+            rc = tmp ? pmt_corpus_save(&c, tmp, err, errlen) : -1;
         }
         pmt_corpus_free(&c);
     }
@@ -449,10 +453,10 @@ int pmt_prepare(const pmt_config *cfg, FILE *log, pmt_prepare_stats *stats, char
 
     double t = pmt_prepare_now();
     if (rc == 0) {
-        const char *manifest = output_add(out, cfg->data_dir, "manifest.json");
+        pmt_atomic_file *manifest = output_open(out, cfg->data_dir, "manifest.json", err, errlen);
         /* The manifest reports the total, so it is measured up to here. */
         stats->seconds_total = pmt_prepare_now() - start;
-        rc = pmt_prepare_write_manifest(manifest, cfg, stats, err, errlen);
+        rc = manifest ? pmt_prepare_write_manifest(manifest, cfg, stats, err, errlen) : -1;
     }
     if (rc == 0) rc = output_commit(out, err, errlen);
     if (rc != 0) output_discard(out);

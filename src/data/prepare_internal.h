@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include "core/config.h"
+#include "core/fileio.h"
 #include "data/prepare.h"
 
 /* One cleaned sentence pair (NUL-terminated, whitespace-normalized). */
@@ -31,8 +32,9 @@ int pmt_prepare_read_pairs(const pmt_config *cfg, FILE *log, pmt_pair_list *list
                            pmt_prepare_stats *stats, char *err, size_t errlen);
 void pmt_pair_list_free(pmt_pair_list *list);
 
-/* Writes manifest.json describing the run to path; 0 or -1 with err. */
-int pmt_prepare_write_manifest(const char *path, const pmt_config *cfg, const pmt_prepare_stats *stats,
+/* Writes manifest.json describing the run into the open temporary af and
+ * closes (syncs) it; the caller renames it into place. 0 or -1 with err. */
+int pmt_prepare_write_manifest(pmt_atomic_file *af, const pmt_config *cfg, const pmt_prepare_stats *stats,
                                char *err, size_t errlen);
 
 /* Seconds on a monotonic clock, for the phase timings. */

@@ -5,7 +5,6 @@
  * would be a new dependency for one writer. Strings (paths, model type) are
  * escaped; rates are written with enough digits to compare runs.
  */
-#include <errno.h>
 #include <string.h>
 
 #include "data/prepare_internal.h"
@@ -88,15 +87,10 @@ static void write_manifest_body(FILE *f, const pmt_config *cfg, const pmt_prepar
     fprintf(f, "}\n");
 }
 
-int pmt_prepare_write_manifest(const char *path, const pmt_config *cfg, const pmt_prepare_stats *stats,
+int pmt_prepare_write_manifest(pmt_atomic_file *af, const pmt_config *cfg, const pmt_prepare_stats *stats,
                                char *err, size_t errlen) {
-    FILE *f = fopen(path, "wb");
-    if (!f) { snprintf(err, errlen, "cannot create '%s': %s", path, strerror(errno)); return -1; }
-    write_manifest_body(f, cfg, stats);
-    int ok = !ferror(f);
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-    return ok ? 0 : -1;
+    write_manifest_body(af->f, cfg, stats);
+    return pmt_atomic_close(af, err, errlen);
 }
 
 void pmt_prepare_print_summary(FILE *out, const pmt_config *cfg, const pmt_prepare_stats *st) {

@@ -9,13 +9,15 @@
  * Training reads its input through our own SentenceIterator rather than
  * SentencePiece's `--input=a,b` list, so file names containing commas work
  * and a missing/unreadable input file gets a message naming it. The trained
- * model comes back as bytes and is written by us, atomically (temporary file,
- * then rename), as <prefix>.model and <prefix>.vocab.
+ * model comes back as bytes and is written by us, atomically (core/fileio.h),
+ * as <prefix>.model and <prefix>.vocab.
  *
  * Ownership: see spm.h. The handle keeps the serialized model bytes so
  * pmt_spm_serialized can hand out a pointer without copying.
  */
 #include "data/spm.h"
+
+#include "core/fileio.h"
 
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
@@ -100,23 +102,6 @@ private:
     sentencepiece::util::Status status_;
 };
 
-/* Writes bytes to path via path.tmp + rename so a crash never leaves a
- * truncated file under the final name. */
-bool write_file_atomically(const std::string &path, const std::string &bytes, std::string *msg) {
-    std::string tmp = path + ".tmp";
-    FILE *f = std::fopen(tmp.c_str(), "wb");
-    if (!f) { *msg = "cannot create '" + tmp + "': " + std::strerror(errno); return false; }
-    bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-    int saved_errno = errno;
-    if (std::fclose(f) != 0 && ok) { ok = false; saved_errno = errno; }
-    if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) { ok = false; saved_errno = errno; }
-    if (!ok) {
-        *msg = "cannot write '" + path + "': " + std::strerror(saved_errno);
-        std::remove(tmp.c_str());
-    }
-    return ok;
-}
-
 /* The .vocab text SentencePiece's own trainer writes: "piece<TAB>score". */
 std::string vocab_text(const sentencepiece::SentencePieceProcessor &sp) {
     std::ostringstream out;
@@ -199,12 +184,10 @@ int pmt_spm_train(const char *const *input_files, int n_files, const char *model
         st = trained.LoadFromSerializedProto(model_bytes);
         if (!st.ok()) { set_error(err, errlen, "SentencePiece produced an unreadable model: " + st.ToString()); return -1; }
 
-        std::string msg, prefix(model_prefix);
-        if (!write_file_atomically(prefix + ".model", model_bytes, &msg) ||
-            !write_file_atomically(prefix + ".vocab", vocab_text(trained), &msg)) {
-            set_error(err, errlen, msg);
+        const std::string prefix(model_prefix), vocab = vocab_text(trained);
+        if (pmt_atomic_write((prefix + ".model").c_str(), model_bytes.data(), model_bytes.size(), err, errlen) != 0 ||
+            pmt_atomic_write((prefix + ".vocab").c_str(), vocab.data(), vocab.size(), err, errlen) != 0)
             return -1;
-        }
         return 0;
     } catch (const std::exception &e) {
         set_error(err, errlen, std::string("SentencePiece training failed: ") + e.what());

@@ -6,12 +6,13 @@
 #include "model/checkpoint.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "core/fileio.h"
 
 static const char MAGIC[8] = {'P', 'M', 'T', 'C', 'K', 'P', 'T', '\0'};
 enum { FLAG_OPTIM = 1, FLAG_STATE = 2 };
@@ -31,7 +32,6 @@ _Static_assert(sizeof(pmt_tensor) >= NAME_BYTES, "tensor names fit the stored fi
 /* writing                                                             */
 
 typedef struct {
-    int fd;
     gzFile gz;
     uLong crc;
     int failed;
@@ -94,66 +94,58 @@ static void put_payload(sink *s, const pmt_model *m, const char *config, const v
     put(s, &crc, sizeof crc);
 }
 
-/* Opens <tmp> for writing as a gzip stream; the raw fd stays ours for fsync. */
-static int open_sink(sink *s, const char *tmp) {
+/* A gzip stream over the temporary file's descriptor (a duplicate, so that
+ * closing the stream leaves the file open for its fsync). */
+static int open_sink(sink *s, FILE *f) {
     memset(s, 0, sizeof *s);
     s->crc = crc32(0L, Z_NULL, 0);
-    s->fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (s->fd < 0) return -1;
-    int gz_fd = dup(s->fd);
+    int gz_fd = dup(fileno(f));
     s->gz = gz_fd >= 0 ? gzdopen(gz_fd, "wb1") : NULL;
     if (!s->gz) {
         if (gz_fd >= 0) close(gz_fd);
-        close(s->fd);
         return -1;
     }
     if (gzbuffer(s->gz, 1u << 20) != 0) s->failed = 1;
     return 0;
 }
 
-/* Flushes the stream and the file to disk; 0 when everything was written. */
+/* Flushes the stream into the file; 0 when everything was written. */
 static int close_sink(sink *s) {
     int ok = !s->failed;
     if (gzclose(s->gz) != Z_OK) ok = 0;
-    if (fsync(s->fd) != 0) ok = 0;
-    if (close(s->fd) != 0) ok = 0;
     return ok ? 0 : -1;
 }
 
 int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, size_t spm_size,
                         const pmt_adam_state *adam, const pmt_train_state *state, char *err, size_t errlen) {
-    char tmp[PMT_PATH_MAX + 8];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        snprintf(err, errlen, "checkpoint path '%s' is too long", path);
-        return -1;
-    }
     if (adam && adam->n != m->n_params) {
         snprintf(err, errlen, "checkpoint '%s': optimizer holds %zu values for %zu parameters", path, adam->n,
                  m->n_params);
         return -1;
     }
-    char *config = pmt_config_to_string(&m->cfg);
-    if (!config) {
-        snprintf(err, errlen, "checkpoint '%s': out of memory", path);
+    char inner[PMT_ATOMIC_PATH_MAX * 2 + 128];
+    pmt_atomic_file af;
+    if (pmt_atomic_open(&af, path, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "checkpoint: %s (check that the directory exists and is writable)", inner);
         return -1;
     }
+    char *config = pmt_config_to_string(&m->cfg);
     sink s;
-    if (open_sink(&s, tmp) != 0) {
-        snprintf(err, errlen, "cannot create checkpoint '%s': %s (check that the directory exists and is writable)",
-                 tmp, strerror(errno));
+    if (!config || open_sink(&s, af.f) != 0) {
+        snprintf(err, errlen, "checkpoint '%s': out of memory", path);
         free(config);
+        pmt_atomic_discard(&af);
         return -1;
     }
     put_payload(&s, m, config, spm, spm_size, adam, state);
     free(config);
     if (close_sink(&s) != 0) {
-        snprintf(err, errlen, "writing checkpoint '%s' failed: %s (disk full?)", tmp, strerror(errno));
-        unlink(tmp);
+        snprintf(err, errlen, "writing checkpoint '%s' failed: %s (disk full?)", af.tmp, strerror(errno));
+        pmt_atomic_discard(&af);
         return -1;
     }
-    if (rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        unlink(tmp);
+    if (pmt_atomic_commit(&af, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "checkpoint: %s", inner);
         return -1;
     }
     return 0;

@@ -18,8 +18,8 @@
  *   [bit 0]  float m[n_params], v[n_params]; int64 adam_t, bad_steps, skipped
  *   [bit 1]  uint32 state_size; pmt_train_state (state_size bytes)
  *   uint32   crc32 of every byte above (uncompressed)
- * Writes go to <path>.tmp, are fsync'ed, then renamed over <path>: a reader
- * sees the old file or the new one, never a partial one.
+ * Writes go through core/fileio.h (<path>.tmp, fsync, rename, directory
+ * fsync): a reader sees the old file or the new one, never a partial one.
  *
  * Ownership: pmt_checkpoint owns every array it holds; pmt_checkpoint_free
  * releases them. Save functions only read their arguments.

@@ -13,12 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/batcher.h"
 #include "model/checkpoint.h"
 #include "train/dist.h"
+#include "core/fileio.h"
 #include "core/rng.h"
 #include "core/runtime.h"
 #include "data/spm.h"
@@ -54,24 +54,6 @@ typedef struct trainer {
 
 /* ------------------------------------------------------------------ */
 /* set-up                                                              */
-
-/* mkdir -p */
-static int make_dirs(const char *path, char *err, size_t errlen) {
-    char buf[PMT_PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-                snprintf(err, errlen, "cannot create directory '%s': %s", buf, strerror(errno));
-                return -1;
-            }
-            *p = c;
-            if (c == '\0') return 0;
-        }
-    }
-}
 
 static void format_count(size_t n, char *buf, size_t len) {
     char digits[32];
@@ -574,7 +556,11 @@ static int setup(trainer *t, char *err, size_t errlen) {
     /* Data parallelism: only rank 0 writes files (and reads last.ckpt), so
      * save_dir need exist on its machine only. */
     const int root = pmt_dist_is_root();
-    if (root && make_dirs(c->save_dir, err, errlen) != 0) return -1;
+    char failed[PMT_PATH_MAX];
+    if (root && pmt_make_dirs(c->save_dir, failed, sizeof failed) != 0) {
+        snprintf(err, errlen, "cannot create directory '%s': %s", failed, strerror(errno));
+        return -1;
+    }
     snprintf(t->last_path, sizeof t->last_path, "%s/last.ckpt", c->save_dir);
     snprintf(t->best_path, sizeof t->best_path, "%s/best.ckpt", c->save_dir);
     snprintf(t->tsv_path, sizeof t->tsv_path, "%s/train.tsv", c->save_dir);

@@ -1,6 +1,6 @@
 /*
  * trainlog.c — see trainlog.h. The table is trimmed on open (resume) by
- * copying the rows to keep into <path>.tmp and renaming it over the table.
+ * rewriting it atomically (core/fileio.h) with the rows to keep.
  */
 #include "train/trainlog.h"
 
@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fileio.h"
 #include "core/runtime.h"
 
 static const char HEADER[] =
@@ -27,36 +28,29 @@ static int64_t row_step(const char *line) {
     return (end != tab + 1 && *end == '\t') ? (int64_t)v : -1;
 }
 
-/* Writes <path>.tmp with the header and the old rows to keep, then renames it. */
+/* Rewrites the table atomically with the header and the old rows to keep. */
 static int rewrite_table(const char *path, int64_t keep_through, char *err, size_t errlen) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        snprintf(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
-        return -1;
-    }
-    int ok = fputs(HEADER, out) >= 0;
+    pmt_atomic_file af;
+    if (pmt_atomic_open(&af, path, err, errlen) != 0) return -1;
+    int ok = fputs(HEADER, af.f) >= 0;
     FILE *in = keep_through >= 0 ? fopen(path, "r") : NULL;
     if (in) {
         char *line = NULL;
         size_t cap = 0;
         while (ok && getline(&line, &cap, in) > 0) {
             int64_t step = row_step(line);
-            if (step >= 0 && step <= keep_through) ok = fputs(line, out) >= 0;
+            if (step >= 0 && step <= keep_through) ok = fputs(line, af.f) >= 0;
         }
         free(line);
         if (ferror(in)) ok = 0;
         if (fclose(in) != 0) ok = 0;
     }
-    if (fflush(out) != 0 || fsync(fileno(out)) != 0) ok = 0;
-    if (fclose(out) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok) {
         snprintf(err, errlen, "cannot rewrite '%s': %s", path, strerror(errno));
-        unlink(tmp);
+        pmt_atomic_discard(&af);
         return -1;
     }
-    return 0;
+    return pmt_atomic_commit(&af, err, errlen);
 }
 
 int pmt_trainlog_open(pmt_trainlog *l, const char *path, int64_t keep_through, int quiet, char *err, size_t errlen) {
