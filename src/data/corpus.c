@@ -18,10 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
 
 #include "core/fileio.h"
+#include "core/gzstream.h"
 
 static const char corpus_magic[8] = {'P', 'M', 'T', 'T', 'O', 'K', '\0', '\1'};
 enum { CORPUS_VERSION = 1 };
@@ -29,57 +28,34 @@ enum { CORPUS_VERSION = 1 };
  * need more decompressed bytes than this times the file size is corrupt. */
 enum { DEFLATE_MAX_RATIO = 1100 };
 
-/* A gz stream plus the running crc32 of every byte passed through it. */
+/* The checksummed stream (core/gzstream.h) and what messages need. */
 typedef struct {
-    gzFile gz;
-    uLong crc;
+    pmt_gzstream gz;
     const char *path;
     char *err;
     size_t errlen;
 } tok_stream;
 
-/* Describes the zlib error state of the stream (or errno for I/O faults). */
-static const char *gz_reason(gzFile gz) {
-    int code = Z_OK;
-    const char *msg = gzerror(gz, &code);
-    if (code == Z_ERRNO) return strerror(errno);
-    if (code == Z_OK || !msg || !*msg) return "unexpected end of file (truncated?)";
-    return msg;
+static int write_failed(tok_stream *s) {
+    snprintf(s->err, s->errlen, "cannot write '%s': %s", s->path, pmt_gzstream_reason(&s->gz));
+    return -1;
 }
 
 /* Writes n bytes, folding them into the checksum; 0 or -1 with err. */
 static int stream_write(tok_stream *s, const void *data, size_t n) {
-    const unsigned char *p = data;
-    while (n > 0) {
-        unsigned chunk = n > (1u << 30) ? (1u << 30) : (unsigned)n;
-        if (gzwrite(s->gz, p, chunk) != (int)chunk) {
-            snprintf(s->err, s->errlen, "cannot write '%s': %s", s->path, gz_reason(s->gz));
-            return -1;
-        }
-        s->crc = crc32(s->crc, p, chunk);
-        p += chunk;
-        n -= chunk;
-    }
-    return 0;
+    return pmt_gzstream_write(&s->gz, data, n) == 0 ? 0 : write_failed(s);
+}
+
+/* A read of `what` came up short: the file ends early or does not inflate. */
+static int read_failed(tok_stream *s, const char *what) {
+    snprintf(s->err, s->errlen, "corrupt token file '%s': cannot read its %s: %s "
+             "(re-run `projmt prepare` to rebuild it)", s->path, what, pmt_gzstream_reason(&s->gz));
+    return -1;
 }
 
 /* Reads exactly n bytes (what names the part, for the message); 0 or -1. */
 static int stream_read(tok_stream *s, void *data, size_t n, const char *what) {
-    unsigned char *p = data;
-    while (n > 0) {
-        unsigned chunk = n > (1u << 30) ? (1u << 30) : (unsigned)n;
-        int got = gzread(s->gz, p, chunk);
-        if (got != (int)chunk) {
-            snprintf(s->err, s->errlen, "corrupt token file '%s': cannot read its %s: %s "
-                     "(re-run `projmt prepare` to rebuild it)", s->path, what,
-                     got < 0 ? gz_reason(s->gz) : "file is truncated");
-            return -1;
-        }
-        s->crc = crc32(s->crc, p, chunk);
-        p += chunk;
-        n -= chunk;
-    }
-    return 0;
+    return pmt_gzstream_read(&s->gz, data, n) == 0 ? 0 : read_failed(s, what);
 }
 
 /* Writes the header, tables, ids and the crc32 of all of them. */
@@ -93,8 +69,7 @@ static int write_body(tok_stream *s, const pmt_corpus *c) {
         stream_write(s, c->tgt_off, n_off * sizeof(uint64_t)) ||
         stream_write(s, c->src_ids, n_src * sizeof(int32_t)) || stream_write(s, c->tgt_ids, n_tgt * sizeof(int32_t)))
         return -1;
-    uint32_t crc = (uint32_t)s->crc;
-    return stream_write(s, &crc, sizeof crc);
+    return pmt_gzstream_write_crc(&s->gz) == 0 ? 0 : write_failed(s);
 }
 
 int pmt_corpus_save(const pmt_corpus *c, const char *path, char *err, size_t errlen) {
@@ -104,18 +79,15 @@ int pmt_corpus_save(const pmt_corpus *c, const char *path, char *err, size_t err
     }
     pmt_atomic_file af;
     if (pmt_atomic_open(&af, path, err, errlen) != 0) return -1;
-    int gz_fd = dup(fileno(af.f));   /* the stream closes its own copy; af keeps the file for fsync */
-    tok_stream s = {gz_fd >= 0 ? gzdopen(gz_fd, "wb6") : NULL, crc32(0, Z_NULL, 0), path, err, errlen};
-    if (!s.gz) {
-        if (gz_fd >= 0) close(gz_fd);
+    tok_stream s = {.path = path, .err = err, .errlen = errlen};
+    if (pmt_gzstream_open_write(&s.gz, af.f, 6) != 0) {
         snprintf(err, errlen, "cannot create '%s': %s", af.tmp, errno ? strerror(errno) : "out of memory");
         pmt_atomic_discard(&af);
         return -1;
     }
     int rc = write_body(&s, c);
-    int close_rc = gzclose(s.gz);
-    if (rc == 0 && close_rc != Z_OK) {
-        snprintf(err, errlen, "cannot write '%s': closing failed (zlib code %d; disk full?)", path, close_rc);
+    if (pmt_gzstream_close(&s.gz) != 0 && rc == 0) {
+        snprintf(err, errlen, "cannot write '%s': closing failed (disk full?)", path);
         rc = -1;
     }
     if (rc != 0) pmt_atomic_discard(&af);
@@ -189,11 +161,10 @@ static int read_body(tok_stream *s, pmt_corpus *c, uint64_t file_size) {
     if (stream_read(s, c->src_ids, n_src * sizeof(int32_t), "source ids") ||
         stream_read(s, c->tgt_ids, n_tgt * sizeof(int32_t), "target ids"))
         return -1;
-    uint32_t expected = (uint32_t)s->crc, stored;
-    if (stream_read(s, &stored, sizeof stored, "checksum")) return -1;
-    if (stored != expected) return fail_corrupt(s, "checksum mismatch");
-    char extra;
-    if (gzread(s->gz, &extra, 1) != 0) return fail_corrupt(s, "unexpected bytes after the checksum");
+    int crc = pmt_gzstream_check_crc(&s->gz);
+    if (crc < 0) return read_failed(s, "checksum");
+    if (crc > 0) return fail_corrupt(s, "checksum mismatch");
+    if (pmt_gzstream_at_end(&s->gz) != 1) return fail_corrupt(s, "unexpected bytes after the checksum");
     return 0;
 }
 
@@ -204,14 +175,13 @@ int pmt_corpus_load(pmt_corpus *c, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot open token file '%s': %s (run `projmt prepare` first)", path, strerror(errno));
         return -1;
     }
-    tok_stream s = {gzopen(path, "rb"), crc32(0, Z_NULL, 0), path, err, errlen};
-    if (!s.gz) {
+    tok_stream s = {.path = path, .err = err, .errlen = errlen};
+    if (pmt_gzstream_open_read(&s.gz, path) != 0) {
         snprintf(err, errlen, "cannot open token file '%s': %s", path, errno ? strerror(errno) : "out of memory");
         return -1;
     }
     int rc = read_body(&s, c, (uint64_t)st.st_size);
-    int close_rc = gzclose(s.gz);
-    if (rc == 0 && close_rc != Z_OK) rc = fail_corrupt(&s, "zlib reported an error when closing it");
+    if (pmt_gzstream_close(&s.gz) != 0 && rc == 0) rc = fail_corrupt(&s, "zlib reported an error when closing it");
     if (rc != 0) pmt_corpus_free(c);
     return rc;
 }

@@ -1,7 +1,8 @@
 /*
  * checkpoint.c — see checkpoint.h for the format. Writing and reading go
- * through a sink/source pair that keeps a running CRC32 and remembers the
- * first failure, so each field is one call and errors are checked once.
+ * through a sink/source pair over the checksummed gzip stream of
+ * core/gzstream.h that remembers the first failure, so each field is one
+ * call and errors are checked once.
  */
 #include "model/checkpoint.h"
 
@@ -9,10 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <zlib.h>
 
 #include "core/fileio.h"
+#include "core/gzstream.h"
 
 static const char MAGIC[8] = {'P', 'M', 'T', 'C', 'K', 'P', 'T', '\0'};
 enum { FLAG_OPTIM = 1, FLAG_STATE = 2 };
@@ -22,8 +22,6 @@ enum { NAME_BYTES = 64 };
 #define MAX_SPM_BYTES (1u << 28)
 #define MAX_TENSORS (1 << 20)
 #define MAX_PARAMS ((uint64_t)1 << 34)
-/* zlib lengths are unsigned int: large arrays go in chunks. */
-#define IO_CHUNK ((size_t)1 << 28)
 
 _Static_assert(sizeof(pmt_train_state) % 8 == 0, "pmt_train_state must hold 8-byte fields only");
 _Static_assert(sizeof(pmt_tensor) >= NAME_BYTES, "tensor names fit the stored field");
@@ -31,21 +29,14 @@ _Static_assert(sizeof(pmt_tensor) >= NAME_BYTES, "tensor names fit the stored fi
 /* ------------------------------------------------------------------ */
 /* writing                                                             */
 
+/* The stream plus the first failure, so each field is one unchecked call. */
 typedef struct {
-    gzFile gz;
-    uLong crc;
+    pmt_gzstream gz;
     int failed;
 } sink;
 
 static void put(sink *s, const void *p, size_t n) {
-    const unsigned char *b = p;
-    while (!s->failed && n > 0) {
-        unsigned len = (unsigned)(n < IO_CHUNK ? n : IO_CHUNK);
-        if (gzwrite(s->gz, b, len) != (int)len) s->failed = 1;
-        s->crc = crc32(s->crc, b, len);
-        b += len;
-        n -= len;
-    }
+    if (!s->failed && pmt_gzstream_write(&s->gz, p, n) != 0) s->failed = 1;
 }
 static void put_u32(sink *s, uint32_t v) { put(s, &v, sizeof v); }
 static void put_i32(sink *s, int32_t v) { put(s, &v, sizeof v); }
@@ -90,30 +81,7 @@ static void put_payload(sink *s, const pmt_model *m, const char *config, const v
         put_u32(s, (uint32_t)sizeof *state);
         put(s, state, sizeof *state);
     }
-    uint32_t crc = (uint32_t)s->crc;
-    put(s, &crc, sizeof crc);
-}
-
-/* A gzip stream over the temporary file's descriptor (a duplicate, so that
- * closing the stream leaves the file open for its fsync). */
-static int open_sink(sink *s, FILE *f) {
-    memset(s, 0, sizeof *s);
-    s->crc = crc32(0L, Z_NULL, 0);
-    int gz_fd = dup(fileno(f));
-    s->gz = gz_fd >= 0 ? gzdopen(gz_fd, "wb1") : NULL;
-    if (!s->gz) {
-        if (gz_fd >= 0) close(gz_fd);
-        return -1;
-    }
-    if (gzbuffer(s->gz, 1u << 20) != 0) s->failed = 1;
-    return 0;
-}
-
-/* Flushes the stream into the file; 0 when everything was written. */
-static int close_sink(sink *s) {
-    int ok = !s->failed;
-    if (gzclose(s->gz) != Z_OK) ok = 0;
-    return ok ? 0 : -1;
+    if (!s->failed && pmt_gzstream_write_crc(&s->gz) != 0) s->failed = 1;
 }
 
 int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, size_t spm_size,
@@ -130,16 +98,16 @@ int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, s
         return -1;
     }
     char *config = pmt_config_to_string(&m->cfg);
-    sink s;
-    if (!config || open_sink(&s, af.f) != 0) {
-        snprintf(err, errlen, "checkpoint '%s': out of memory", path);
+    sink s = {.failed = 0};
+    if (!config || pmt_gzstream_open_write(&s.gz, af.f, 1) != 0) {
+        snprintf(err, errlen, "checkpoint '%s': %s", path, config ? "cannot start the gzip stream" : "out of memory");
         free(config);
         pmt_atomic_discard(&af);
         return -1;
     }
     put_payload(&s, m, config, spm, spm_size, adam, state);
     free(config);
-    if (close_sink(&s) != 0) {
+    if (pmt_gzstream_close(&s.gz) != 0 || s.failed) {
         snprintf(err, errlen, "writing checkpoint '%s' failed: %s (disk full?)", af.tmp, strerror(errno));
         pmt_atomic_discard(&af);
         return -1;
@@ -155,8 +123,7 @@ int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, s
 /* reading                                                             */
 
 typedef struct {
-    gzFile gz;
-    uLong crc;
+    pmt_gzstream gz;
     const char *path;
     char *err;
     size_t errlen;
@@ -164,24 +131,17 @@ typedef struct {
 } source;
 
 /* Reads n bytes; a short read means the file ends early or does not inflate. */
+/* A read of `what` came up short: the file ends early or does not inflate. */
+static int read_failed(source *s, const char *what) {
+    snprintf(s->err, s->errlen, "checkpoint '%s' is truncated or corrupted (reading %s: %s)", s->path, what,
+             pmt_gzstream_reason(&s->gz));
+    s->failed = 1;
+    return -1;
+}
+
 static int get(source *s, void *p, size_t n, const char *what) {
-    unsigned char *b = p;
-    while (!s->failed && n > 0) {
-        unsigned len = (unsigned)(n < IO_CHUNK ? n : IO_CHUNK);
-        int got = gzread(s->gz, b, len);
-        if (got != (int)len) {
-            int zerr = Z_OK;
-            const char *msg = gzerror(s->gz, &zerr);
-            snprintf(s->err, s->errlen, "checkpoint '%s' is truncated or corrupted (reading %s: %s)", s->path, what,
-                     (zerr != Z_OK && msg && *msg) ? msg : "unexpected end of file");
-            s->failed = 1;
-            return -1;
-        }
-        s->crc = crc32(s->crc, b, len);
-        b += len;
-        n -= len;
-    }
-    return s->failed ? -1 : 0;
+    if (s->failed) return -1;
+    return pmt_gzstream_read(&s->gz, p, n) == 0 ? 0 : read_failed(s, what);
 }
 
 static int fail(source *s, const char *fmt, const char *detail) {
@@ -293,14 +253,11 @@ static int get_state(source *s, pmt_checkpoint *ck) {
 
 /* The stored CRC must match, and the stream must end right after it. */
 static int get_trailer(source *s) {
-    uint32_t computed = (uint32_t)s->crc, stored;
-    if (get(s, &stored, sizeof stored, "checksum") != 0) return -1;
-    if (stored != computed) return fail(s, "%s", "checksum mismatch");
-    unsigned char extra;
-    int got = gzread(s->gz, &extra, 1);
-    int zerr = Z_OK;
-    const char *msg = gzerror(s->gz, &zerr);
-    if (got != 0 || (zerr != Z_OK && zerr != Z_STREAM_END)) return fail(s, "%s", got > 0 ? "trailing data" : msg);
+    int crc = pmt_gzstream_check_crc(&s->gz);
+    if (crc < 0) return read_failed(s, "checksum");
+    if (crc > 0) return fail(s, "%s", "checksum mismatch");
+    int end = pmt_gzstream_at_end(&s->gz);
+    if (end != 1) return fail(s, "%s", end == 0 ? "trailing data" : pmt_gzstream_reason(&s->gz));
     return 0;
 }
 
@@ -326,15 +283,13 @@ static int read_checkpoint(source *s, pmt_checkpoint *ck) {
 
 int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t errlen) {
     memset(ck, 0, sizeof *ck);
-    source s = {NULL, crc32(0L, Z_NULL, 0), path, err, errlen, 0};
-    s.gz = gzopen(path, "rb");
-    if (!s.gz) {
-        snprintf(err, errlen, "cannot open checkpoint '%s': %s", path, errno ? strerror(errno) : "gzopen failed");
+    source s = {.path = path, .err = err, .errlen = errlen};
+    if (pmt_gzstream_open_read(&s.gz, path) != 0) {
+        snprintf(err, errlen, "cannot open checkpoint '%s': %s", path, errno ? strerror(errno) : "out of memory");
         return -1;
     }
-    if (gzbuffer(s.gz, 1u << 20) != 0) fail(&s, "%s", "cannot set the read buffer");
-    int rc = s.failed ? -1 : read_checkpoint(&s, ck);
-    if (gzclose_r(s.gz) != Z_OK && rc == 0) rc = fail(&s, "%s", "error closing the file");
+    int rc = read_checkpoint(&s, ck);
+    if (pmt_gzstream_close(&s.gz) != 0 && rc == 0) rc = fail(&s, "%s", "error closing the file");
     if (rc != 0) pmt_checkpoint_free(ck);
     return rc;
 }

@@ -1,0 +1,99 @@
+/*
+ * gzstream.c — see gzstream.h. zlib takes unsigned int lengths, so large
+ * arrays go through in chunks; a 1 MiB buffer keeps the calls few.
+ */
+#include "core/gzstream.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#define IO_CHUNK ((size_t)1 << 28)
+#define BUFFER_BYTES (1u << 20)
+
+int pmt_gzstream_open_write(pmt_gzstream *s, FILE *f, int level) {
+    char mode[4] = {'w', 'b', (char)('0' + (level < 1 ? 1 : level > 9 ? 9 : level)), '\0'};
+    s->crc = crc32(0L, Z_NULL, 0);
+    int fd = dup(fileno(f));
+    s->gz = fd >= 0 ? gzdopen(fd, mode) : NULL;
+    if (!s->gz) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (gzbuffer(s->gz, BUFFER_BYTES) != 0) {
+        gzclose(s->gz);
+        s->gz = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int pmt_gzstream_open_read(pmt_gzstream *s, const char *path) {
+    s->crc = crc32(0L, Z_NULL, 0);
+    errno = 0;
+    s->gz = gzopen(path, "rb");
+    if (!s->gz) return -1;
+    if (gzbuffer(s->gz, BUFFER_BYTES) != 0) {
+        gzclose_r(s->gz);
+        s->gz = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Moves n bytes through the stream in zlib-sized chunks, folding each into
+ * the checksum (written bytes are only read here). */
+static int transfer(pmt_gzstream *s, unsigned char *p, size_t n, int writing) {
+    while (n > 0) {
+        unsigned len = (unsigned)(n < IO_CHUNK ? n : IO_CHUNK);
+        int done = writing ? gzwrite(s->gz, p, len) : gzread(s->gz, p, len);
+        if (done != (int)len) return -1;
+        s->crc = crc32(s->crc, p, len);
+        p += len;
+        n -= len;
+    }
+    return 0;
+}
+
+int pmt_gzstream_write(pmt_gzstream *s, const void *data, size_t n) {
+    return transfer(s, (unsigned char *)(uintptr_t)data, n, 1);
+}
+
+int pmt_gzstream_write_crc(pmt_gzstream *s) {
+    uint32_t crc = (uint32_t)s->crc;
+    return pmt_gzstream_write(s, &crc, sizeof crc);
+}
+
+int pmt_gzstream_read(pmt_gzstream *s, void *data, size_t n) {
+    return transfer(s, data, n, 0);
+}
+
+int pmt_gzstream_check_crc(pmt_gzstream *s) {
+    uint32_t computed = (uint32_t)s->crc, stored;
+    if (pmt_gzstream_read(s, &stored, sizeof stored) != 0) return -1;
+    return stored == computed ? 0 : 1;
+}
+
+int pmt_gzstream_at_end(pmt_gzstream *s) {
+    unsigned char extra;
+    int got = gzread(s->gz, &extra, 1);
+    if (got > 0) return 0;
+    int code = Z_OK;
+    gzerror(s->gz, &code);
+    return (got == 0 && (code == Z_OK || code == Z_STREAM_END)) ? 1 : -1;
+}
+
+const char *pmt_gzstream_reason(pmt_gzstream *s) {
+    int code = Z_OK;
+    const char *msg = gzerror(s->gz, &code);
+    if (code == Z_ERRNO) return strerror(errno);
+    if (code == Z_OK || code == Z_STREAM_END || !msg || !*msg) return "unexpected end of file (truncated?)";
+    return msg;
+}
+
+int pmt_gzstream_close(pmt_gzstream *s) {
+    if (!s->gz) return 0;
+    int rc = gzclose(s->gz);
+    s->gz = NULL;
+    return rc == Z_OK ? 0 : -1;
+}

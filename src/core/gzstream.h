@@ -1,0 +1,60 @@
+/*
+ * gzstream.h — the checksummed gzip stream of checkpoints (model/checkpoint.c)
+ * and token files (data/corpus.c).
+ *
+ * Why a checksum of our own inside gzip: both formats end with the crc32 of
+ * every uncompressed byte before it and must end right after it. That
+ * catches what gzip alone lets through — a file cut exactly at a member
+ * boundary, a second member appended, bytes after the payload — and it
+ * checks the payload as the reader parsed it, field by field.
+ *
+ * Writing goes into a file opened by core/fileio.h (pmt_atomic_open): the
+ * stream works on a duplicate of its descriptor, so closing the stream
+ * leaves the file open for the fsync and rename of pmt_atomic_commit.
+ *
+ * Ownership: a pmt_gzstream owns its zlib handle from open to
+ * pmt_gzstream_close (call it on every opened stream, also after a failure).
+ */
+#ifndef PROJMT_GZSTREAM_H
+#define PROJMT_GZSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <zlib.h>
+
+typedef struct pmt_gzstream {
+    gzFile gz;
+    uLong crc;                   /* crc32 of every byte written or read so far */
+} pmt_gzstream;
+
+/* Opens a compressing stream (zlib level 1..9) over a duplicate of f's
+ * descriptor. 0, or -1 (errno set, or out of memory). */
+int pmt_gzstream_open_write(pmt_gzstream *s, FILE *f, int level);
+/* Opens path for reading. 0, or -1 (errno set, or out of memory). */
+int pmt_gzstream_open_read(pmt_gzstream *s, const char *path);
+
+/* Writes n bytes and folds them into the checksum. 0, or -1. */
+int pmt_gzstream_write(pmt_gzstream *s, const void *data, size_t n);
+/* Appends the checksum of everything written so far. 0, or -1. */
+int pmt_gzstream_write_crc(pmt_gzstream *s);
+
+/* Reads exactly n bytes and folds them into the checksum. 0, or -1 when the
+ * stream ends early or does not inflate (pmt_gzstream_reason says which). */
+int pmt_gzstream_read(pmt_gzstream *s, void *data, size_t n);
+/* Reads the stored checksum and compares it with the bytes read before it:
+ * 0 when they match, 1 when they differ, -1 when it cannot be read. */
+int pmt_gzstream_check_crc(pmt_gzstream *s);
+/* 1 when nothing follows in the stream, 0 when bytes follow, -1 when the
+ * rest does not inflate. */
+int pmt_gzstream_at_end(pmt_gzstream *s);
+
+/* Why the last call failed: the I/O error, zlib's message, or "unexpected
+ * end of file (truncated?)" after a short read. */
+const char *pmt_gzstream_reason(pmt_gzstream *s);
+
+/* Flushes (when writing) and frees the stream. 0, or -1 when zlib reports
+ * an error (a failed write, or a damaged gzip trailer when reading). */
+int pmt_gzstream_close(pmt_gzstream *s);
+
+#endif
