@@ -16,7 +16,8 @@
 #include "core/config.h"
 #include "translate/beam_search.h"
 #include "model/model.h"
-#include "core/runtime.h"
+#include "core/clock.h"
+#include "core/threads.h"
 #include "data/spm.h"
 
 static double cpu_s(void) {

@@ -25,7 +25,9 @@
 #include "data/corpus.h"
 #include "model/model.h"
 #include "train/optim.h"
-#include "core/runtime.h"
+#include "core/clock.h"
+#include "core/threads.h"
+#include "core/memstat.h"
 
 static double cpu_s(void) {
     struct timespec ts;

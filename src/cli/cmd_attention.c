@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "core/config.h"
 #include "core/fileio.h"
-#include "core/runtime.h"
+#include "core/threads.h"
 #include "translate/translator.h"
 
 enum { OPT_MODEL, OPT_SRC, OPT_TGT, OPT_OUT, N_ATTENTION_OPTIONS };

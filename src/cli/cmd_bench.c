@@ -14,7 +14,7 @@
 #include "cli/commands.h"
 #include "core/config.h"
 #include "data/corpus.h"
-#include "core/runtime.h"
+#include "core/threads.h"
 #include "data/spm.h"
 
 static void usage(void) {

@@ -25,7 +25,8 @@
 #include "core/config.h"
 #include "eval/evaluate.h"
 #include "eval/metrics.h"
-#include "core/runtime.h"
+#include "core/clock.h"
+#include "core/threads.h"
 #include "translate/translator.h"
 
 enum { OPT_HYP, OPT_REF, OPT_METRICS, OPT_JSON, OPT_MODEL, OPT_SPLIT, OPT_SRC, OPT_HYP_OUT, N_EVAL_OPTIONS };

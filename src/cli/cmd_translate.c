@@ -20,12 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <editline/readline.h>
 
 #include "cli/commands.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "translate/translator.h"
 
@@ -144,12 +144,6 @@ static int prompt_command(pmt_translator *t, const char *cmd) {
     return 0;
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int run_prompt(pmt_translator *t) {
     char err[512];
     printf("projmt translate — English to Spanish (:help for commands)\n");
@@ -165,7 +159,7 @@ static int run_prompt(pmt_translator *t) {
         } else if (n > 0) {
             pmt_translation r;
             const char *one = line;
-            double start = now_seconds();
+            double start = pmt_now_seconds();
             if (pmt_translator_translate(t, &one, 1, &r, err, sizeof err) != 0) {
                 printf("error: %s\n", err);
             } else {
@@ -175,7 +169,7 @@ static int run_prompt(pmt_translator *t) {
                     if (r.n > 1) printf("   (%.3f)", r.hyp[k].score);
                     printf("\n");
                 }
-                printf("   [%.0f ms]\n", 1e3 * (now_seconds() - start));
+                printf("   [%.0f ms]\n", 1e3 * (pmt_now_seconds() - start));
             }
         }
         free(line);

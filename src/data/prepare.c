@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/clock.h"
 #include "core/fileio.h"
 #include "data/corpus.h"
 #include "data/prepare_internal.h"
@@ -418,50 +419,50 @@ static int encode_splits(const pmt_config *cfg, const char *model_path, const pm
 /* The phases after reading, each timed; outputs registered in out. */
 static int run_phases(const pmt_config *cfg, const pmt_pair_list *list, output_set *out,
                       pmt_prepare_stats *stats, char *err, size_t errlen) {
-    double t = pmt_prepare_now();
+    double t = pmt_now_seconds();
     split_plan plan;
     if (make_split_plan(list, cfg, &plan, err, errlen) != 0) return -1;
     const char *train_text[PMT_SIDES];
     int rc = write_split_texts(cfg, list, &plan, out, train_text, err, errlen);
-    stats->seconds_split = pmt_prepare_now() - t;
+    stats->seconds_split = pmt_now_seconds() - t;
 
     char model_path[OUT_PATH];
-    t = pmt_prepare_now();
+    t = pmt_now_seconds();
     if (rc == 0) rc = train_spm(cfg, train_text, out, model_path, err, errlen);
-    stats->seconds_spm = pmt_prepare_now() - t;
+    stats->seconds_spm = pmt_now_seconds() - t;
 
-    t = pmt_prepare_now();
+    t = pmt_now_seconds();
     if (rc == 0) rc = encode_splits(cfg, model_path, list, &plan, out, stats, err, errlen);
-    stats->seconds_encode = pmt_prepare_now() - t;
+    stats->seconds_encode = pmt_now_seconds() - t;
     split_plan_free(&plan);
     return rc;
 }
 
 int pmt_prepare(const pmt_config *cfg, FILE *log, pmt_prepare_stats *stats, char *err, size_t errlen) {
-    double start = pmt_prepare_now();
+    double start = pmt_now_seconds();
     memset(stats, 0, sizeof *stats);
     if (validate_options(cfg, err, errlen) != 0 || make_output_dir(cfg->data_dir, err, errlen) != 0) return -1;
 
     pmt_pair_list list;
     if (pmt_prepare_read_pairs(cfg, log, &list, stats, err, errlen) != 0) return -1;
-    stats->seconds_read = pmt_prepare_now() - start;
+    stats->seconds_read = pmt_now_seconds() - start;
 
     output_set *out = calloc(1, sizeof *out);
     if (!out) { pmt_pair_list_free(&list); snprintf(err, errlen, "out of memory"); return -1; }
     int rc = run_phases(cfg, &list, out, stats, err, errlen);
     pmt_pair_list_free(&list);
 
-    double t = pmt_prepare_now();
+    double t = pmt_now_seconds();
     if (rc == 0) {
         pmt_atomic_file *manifest = output_open(out, cfg->data_dir, "manifest.json", err, errlen);
         /* The manifest reports the total, so it is measured up to here. */
-        stats->seconds_total = pmt_prepare_now() - start;
+        stats->seconds_total = pmt_now_seconds() - start;
         rc = manifest ? pmt_prepare_write_manifest(manifest, cfg, stats, err, errlen) : -1;
     }
     if (rc == 0) rc = output_commit(out, err, errlen);
     if (rc != 0) output_discard(out);
-    stats->seconds_write = pmt_prepare_now() - t;
-    stats->seconds_total = pmt_prepare_now() - start;
+    stats->seconds_write = pmt_now_seconds() - t;
+    stats->seconds_total = pmt_now_seconds() - start;
     free(out);
     return rc;
 }

@@ -14,18 +14,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/strmap.h"
 #include "core/text.h"
 
 enum { REPORT_FIRST = 5 };  /* bad lines reported individually before just counting */
-
-double pmt_prepare_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Reads a whole file into a malloc'd NUL-terminated buffer. */
 static char *read_whole_file(const char *path, size_t *size, char *err, size_t errlen) {

@@ -37,7 +37,4 @@ void pmt_pair_list_free(pmt_pair_list *list);
 int pmt_prepare_write_manifest(pmt_atomic_file *af, const pmt_config *cfg, const pmt_prepare_stats *stats,
                                char *err, size_t errlen);
 
-/* Seconds on a monotonic clock, for the phase timings. */
-double pmt_prepare_now(void);
-
 #endif

@@ -18,7 +18,8 @@
 #include "model/model.h"
 #include "train/optim.h"
 #include "core/rng.h"
-#include "core/runtime.h"
+#include "core/clock.h"
+#include "core/memstat.h"
 
 static int compare_doubles(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -1,13 +1,12 @@
 /* bench_decode.c — see bench_decode.h. */
 #include "tools/bench_decode.h"
-#include "core/runtime.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "translate/beam_search.h"
+#include "core/clock.h"
 #include "core/rng.h"
+#include "translate/beam_search.h"
 
 /* The source sentences of a benchmark: ids packed row by row. */
 typedef struct bench_sources {

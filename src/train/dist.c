@@ -10,8 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "core/clock.h"
 
 #ifdef PROJMT_HAVE_MPI
 #include <mpi.h>
@@ -45,9 +46,7 @@ double pmt_dist_wtime(void) {
 #ifdef PROJMT_HAVE_MPI
     if (g.active) return MPI_Wtime();
 #endif
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return pmt_now_seconds();
 }
 
 void pmt_dist_abort(const char *msg) {

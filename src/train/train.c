@@ -20,7 +20,8 @@
 #include "train/dist.h"
 #include "core/fileio.h"
 #include "core/rng.h"
-#include "core/runtime.h"
+#include "core/clock.h"
+#include "core/threads.h"
 #include "data/spm.h"
 #include "train/trainlog.h"
 

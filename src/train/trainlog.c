@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "core/runtime.h"
+#include "core/clock.h"
 
 static const char HEADER[] =
     "kind\tstep\tepoch\tloss\taccuracy\tperplexity\tlr\tgrad_norm\ttokens_per_s\telapsed_s\tbleu\tchrf\n";

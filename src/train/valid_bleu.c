@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/runtime.h"
+#include "core/clock.h"
 #include "data/spm.h"
 
 /* Sentences per translate call: large enough that length-sorted sub-batches

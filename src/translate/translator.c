@@ -8,8 +8,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "core/clock.h"
 #include "model/checkpoint.h"
 
 /* Encoder arena of a translation model, in source tokens per encoder call:
@@ -17,12 +17,6 @@
  * while the model's arena also holds [rows, V] training logits that
  * translation never touches (they stay virtual memory). */
 enum { ENCODER_ROWS = 1024 };
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Length of the well-formed UTF-8 sequence at s[i] (no overlongs,
  * surrogates, code points above U+10FFFF or NUL), or 0. */
@@ -176,7 +170,7 @@ int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n,
         snprintf(err, errlen, "translator: %d lines exceed the batch size %d", n, t->max_batch);
         return -1;
     }
-    double start = now_seconds();
+    double start = pmt_now_seconds();
     free_texts(t);
     int m = 0;   /* non-empty sentences */
     for (int i = 0; i < n; i++) {
@@ -210,6 +204,6 @@ int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n,
         t->totals.out_tokens += r->hyp[0].len;
     }
     t->totals.sentences += n;
-    t->totals.seconds += now_seconds() - start;
+    t->totals.seconds += pmt_now_seconds() - start;
     return 0;
 }

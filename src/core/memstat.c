@@ -1,24 +1,8 @@
-/* runtime.c — see runtime.h. */
-#include "core/runtime.h"
+/* memstat.c — see memstat.h. */
+#include "core/memstat.h"
 
-#include <cblas.h>
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-int pmt_set_threads(int threads) {
-    int n = threads > 0 ? threads : omp_get_num_procs();
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
-    return n;
-}
-
-double pmt_now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 double pmt_peak_rss_mib(void) {
     /* VmHWM (unlike getrusage's ru_maxrss) honours clear_refs resets. */
