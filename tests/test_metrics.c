@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "eval/metrics.h"
+#include "core/utf8.h"
 #include "testutil.h"
 
 #define EXACT 1e-9

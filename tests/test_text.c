@@ -1,6 +1,7 @@
 /*
  * test_text.c — the cleaning helpers behind prepare: UTF-8 validation
- * (overlongs, surrogates, truncation, NUL), whitespace normalization
+ * (overlongs, surrogates, truncation, NUL) and the one decoder under it,
+ * validation, sanitizing and code-point iteration; whitespace normalization
  * (ASCII and Unicode spaces, trimming), word counts, and the string map used
  * for dedup and grouping (growth keeps every key, values stick).
  */
@@ -9,6 +10,7 @@
 #include "core/strmap.h"
 #include "testutil.h"
 #include "core/text.h"
+#include "core/utf8.h"
 
 static int valid(const char *s) { return pmt_utf8_valid(s, strlen(s)); }
 
@@ -27,6 +29,38 @@ static void test_utf8(void) {
     CHECK(!valid("\xf4\x90\x80\x80"));        /* above U+10FFFF */
     CHECK(!valid("\x80 continuation first"));
     CHECK(!pmt_utf8_valid("a\0b", 3));        /* NUL inside a line */
+}
+
+/* The one decoder: lengths and code points at the edges of Table 3-7; what
+ * it rejects, validation, sanitizing and iteration reject alike. */
+static void test_utf8_decoder(void) {
+    static const struct { const char *s; size_t len; uint32_t cp; } ok[] = {
+        {"A", 1, 0x41}, {"\x7f", 1, 0x7F}, {"\xc2\x80", 2, 0x80}, {"\xdf\xbf", 2, 0x7FF},
+        {"\xe0\xa0\x80", 3, 0x800}, {"\xed\x9f\xbf", 3, 0xD7FF}, {"\xee\x80\x80", 3, 0xE000},
+        {"\xef\xbf\xbf", 3, 0xFFFF}, {"\xf0\x90\x80\x80", 4, 0x10000}, {"\xf4\x8f\xbf\xbf", 4, 0x10FFFF},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        uint32_t cp = 0;
+        size_t n = strlen(ok[i].s);
+        CHECK_MSG(pmt_utf8_decode(ok[i].s, n, &cp) == ok[i].len && cp == ok[i].cp, "case %zu: cp %x", i, cp);
+        CHECK(valid(ok[i].s));
+        const char *p = ok[i].s;
+        CHECK(pmt_utf8_next(&p) == ok[i].cp && p == ok[i].s + ok[i].len);
+    }
+    static const char *bad[] = {"\xc0\x80", "\xc1\xbf", "\xe0\x9f\xbf", "\xed\xa0\x80", "\xed\xbf\xbf",
+                                "\xf0\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\x80", "\xbf",
+                                "\xe2\x28\xa1", "\xf0\x9f\x98"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t n = strlen(bad[i]);
+        char out[32];
+        CHECK_MSG(pmt_utf8_decode(bad[i], n, NULL) == 0, "bad case %zu decoded", i);
+        CHECK(!valid(bad[i]));
+        CHECK(pmt_utf8_sanitize(bad[i], n, out) >= 1);
+        const char *p = bad[i];
+        CHECK(pmt_utf8_next(&p) == 0xDC00u + (unsigned char)bad[i][0] && p == bad[i] + 1);
+    }
+    CHECK(pmt_utf8_decode("\xc3\xb1", 1, NULL) == 0);   /* n cuts the sequence */
+    CHECK(pmt_utf8_decode("", 1, NULL) == 0);            /* NUL */
 }
 
 static void check_normalized(const char *input, const char *expected) {
@@ -86,6 +120,7 @@ static void test_strmap(void) {
 
 int main(void) {
     test_utf8();
+    test_utf8_decoder();
     test_normalize();
     test_word_count();
     test_strmap();

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "model/checkpoint.h"
+#include "core/utf8.h"
 #include "testutil.h"
 #include "translate/translator.h"
 

@@ -5,39 +5,6 @@
  */
 #include "core/text.h"
 
-#include <stdint.h>
-
-/* Length of the UTF-8 sequence starting at s[i] if well formed, else 0. */
-static size_t utf8_sequence_length(const unsigned char *s, size_t n, size_t i) {
-    unsigned char c = s[i];
-    if (c == 0) return 0;
-    if (c < 0x80) return 1;
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; }
-    else return 0;
-    if (i + len > n) return 0;
-    for (size_t k = 1; k < len; k++) {
-        if ((s[i + k] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
-    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-    return len;
-}
-
-int pmt_utf8_valid(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        size_t len = utf8_sequence_length(u, n, i);
-        if (len == 0) return 0;
-        i += len;
-    }
-    return 1;
-}
-
 /* Byte length of the whitespace character at s[i] (0 if none). */
 static size_t whitespace_length(const unsigned char *s, size_t n, size_t i) {
     unsigned char c = s[i];

@@ -1,5 +1,6 @@
 /*
- * text.h — small UTF-8 text helpers for corpus cleaning (used by prepare).
+ * text.h — small text helpers for corpus cleaning (used by prepare); UTF-8
+ * validation is core/utf8.h.
  *
  * Why here and not in prepare.c: they are pure functions over byte strings,
  * testable on their own, and the translator's input path can reuse them to
@@ -11,10 +12,6 @@
 #define PROJMT_TEXT_H
 
 #include <stddef.h>
-
-/* 1 if s[0..n) is well-formed UTF-8 (no overlongs, surrogates or code points
- * above U+10FFFF) and contains no NUL byte, else 0. */
-int pmt_utf8_valid(const char *s, size_t n);
 
 /* Normalizes whitespace in place: trims both ends and turns every run of
  * whitespace (ASCII space/tab/CR/LF/VT/FF, NO-BREAK SPACE, the U+2000..U+200A

@@ -17,6 +17,7 @@
 
 #include "core/strmap.h"
 #include "core/text.h"
+#include "core/utf8.h"
 
 enum { REPORT_FIRST = 5 };  /* bad lines reported individually before just counting */
 

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
+
 #define NGRAM_MAX_ORDER PMT_CHRF_CHAR_ORDER
 
 /* ------------------------------------------------------ n-gram counting -- */

@@ -40,10 +40,6 @@
 
 /* ---------------------------------------------------------------- text -- */
 
-/* Decodes the UTF-8 code point at *p and advances *p past it. A byte that does
- * not start a well-formed sequence decodes to 0xDC00 + byte (one byte), so any
- * input gets a deterministic result. Must not be called at the terminating NUL. */
-uint32_t pmt_utf8_next(const char **p);
 /* True for the code points Python's str.split() splits on (str.isspace). */
 int pmt_unicode_is_space(uint32_t cp);
 /* The mteval-v13a tokenization sacreBLEU applies before BLEU: tokens joined by

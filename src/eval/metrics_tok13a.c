@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
+
 /* Growable output string for one tokenizer pass. */
 typedef struct text_buf {
     char *data;
@@ -49,29 +51,6 @@ static void buf_putc(text_buf *b, char c) { buf_append(b, &c, 1); }
 static char *buf_finish(text_buf *b) {
     if (b->failed) { free(b->data); b->data = NULL; }
     return b->data;
-}
-
-/* Number of continuation bytes announced by a UTF-8 lead byte, or -1. */
-static int utf8_tail_length(unsigned char lead) {
-    if (lead < 0x80) return 0;
-    if (lead >= 0xC2 && lead <= 0xDF) return 1;
-    if (lead >= 0xE0 && lead <= 0xEF) return 2;
-    if (lead >= 0xF0 && lead <= 0xF4) return 3;
-    return -1;
-}
-
-uint32_t pmt_utf8_next(const char **p) {
-    const unsigned char *s = (const unsigned char *)*p;
-    int tail = utf8_tail_length(s[0]);
-    if (tail < 0) { *p += 1; return 0xDC00u + s[0]; }
-    static const unsigned char lead_mask[4] = {0x7F, 0x1F, 0x0F, 0x07};
-    uint32_t cp = s[0] & lead_mask[tail];
-    for (int i = 1; i <= tail; i++) {
-        if ((s[i] & 0xC0) != 0x80) { *p += 1; return 0xDC00u + s[0]; }
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    *p += 1 + tail;
-    return cp;
 }
 
 int pmt_unicode_is_space(uint32_t cp) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/utf8.h"
 #include "model/checkpoint.h"
 
 /* Encoder arena of a translation model, in source tokens per encoder call:
@@ -17,44 +18,6 @@
  * while the model's arena also holds [rows, V] training logits that
  * translation never touches (they stay virtual memory). */
 enum { ENCODER_ROWS = 1024 };
-
-/* Length of the well-formed UTF-8 sequence at s[i] (no overlongs,
- * surrogates, code points above U+10FFFF or NUL), or 0. */
-static size_t utf8_sequence(const unsigned char *s, size_t n, size_t i) {
-    unsigned char c = s[i];
-    if (c >= 0x01 && c < 0x80) return 1;
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;   /* bounds of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-    else return 0;
-    if (i + len > n || s[i + 1] < lo || s[i + 1] > hi) return 0;
-    for (size_t k = 2; k < len; k++)
-        if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
-    return len;
-}
-
-int pmt_utf8_sanitize(const char *src, size_t n, char *dst) {
-    const unsigned char *s = (const unsigned char *)src;
-    size_t o = 0;
-    int replaced = 0;
-    for (size_t i = 0; i < n;) {
-        size_t len = utf8_sequence(s, n, i);
-        if (len) {
-            memcpy(dst + o, s + i, len);
-            o += len;
-            i += len;
-        } else {
-            memcpy(dst + o, "\xEF\xBF\xBD", 3);   /* U+FFFD, one per bad byte */
-            o += 3;
-            i++;
-            replaced++;
-        }
-    }
-    dst[o] = '\0';
-    return replaced;
-}
 
 static void free_texts(pmt_translator *t) {
     for (int i = 0; i < t->n_texts; i++) free(t->texts[i]);

@@ -75,9 +75,4 @@ int pmt_translator_set_options(pmt_translator *t, const pmt_decode_options *opt,
 int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n, pmt_translation *out,
                              char *err, size_t errlen);
 
-/* Copies src[0..n) into dst replacing every byte that does not start or
- * belong to a well-formed UTF-8 sequence (and NUL) by U+FFFD; dst needs 3n+1
- * bytes. Returns the number of replacements. */
-int pmt_utf8_sanitize(const char *src, size_t n, char *dst);
-
 #endif
