@@ -23,6 +23,7 @@
 
 #include "cli/commands.h"
 #include "core/config.h"
+#include "core/json.h"
 #include "eval/evaluate.h"
 #include "eval/metrics.h"
 #include "core/clock.h"

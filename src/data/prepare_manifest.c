@@ -3,25 +3,15 @@
  *
  * Why JSON by hand: the manifest is a fixed, small shape, and a JSON library
  * would be a new dependency for one writer. Strings (paths, model type) are
- * escaped; rates are written with enough digits to compare runs.
+ * escaped by core/json.h; rates are written with enough digits to compare runs.
  */
 #include <string.h>
 
+#include "core/json.h"
 #include "data/prepare_internal.h"
 
 static const char *const split_names[PMT_SPLITS] = {"train", "valid", "test"};
 static const char *const side_names[PMT_SIDES] = {"en", "es"};
-
-/* Writes s as a JSON string literal (quotes, backslashes, controls escaped). */
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
 
 /* part / whole, 0 for an empty whole (no NaN in the manifest). */
 static double ratio(long part, long whole) { return whole > 0 ? (double)part / (double)whole : 0.0; }
@@ -45,17 +35,17 @@ static void write_split(FILE *f, const pmt_split_stats *st) {
 /* The data settings of the run, so the manifest alone explains the files. */
 static void write_config(FILE *f, const pmt_config *cfg) {
     fprintf(f, "  \"config\": {\"corpus\": ");
-    json_string(f, cfg->corpus);
+    pmt_json_string(f, cfg->corpus);
     fprintf(f, ", \"src_file\": ");
-    json_string(f, cfg->src_file);
+    pmt_json_string(f, cfg->src_file);
     fprintf(f, ", \"tgt_file\": ");
-    json_string(f, cfg->tgt_file);
+    pmt_json_string(f, cfg->tgt_file);
     fprintf(f, ", \"data_dir\": ");
-    json_string(f, cfg->data_dir);
+    pmt_json_string(f, cfg->data_dir);
     fprintf(f, ",\n    \"valid_size\": %d, \"test_size\": %d, \"max_words\": %d, \"max_ratio\": %.17g,\n",
             cfg->valid_size, cfg->test_size, cfg->max_words, cfg->max_ratio);
     fprintf(f, "    \"vocab_size\": %d, \"spm_model_type\": ", cfg->vocab_size);
-    json_string(f, cfg->spm_model_type);
+    pmt_json_string(f, cfg->spm_model_type);
     fprintf(f, ", \"character_coverage\": %.17g, \"seed\": %lu}\n", cfg->character_coverage, cfg->seed);
 }
 

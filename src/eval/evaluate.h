@@ -56,7 +56,4 @@ int pmt_eval_translate_lines(pmt_translator *t, const char *const *src, size_t n
                              char *err, size_t errlen);
 void pmt_eval_hyps_free(char **hyps, size_t n);
 
-/* Writes s as a JSON string literal (quotes, backslashes, controls escaped). */
-void pmt_json_string(FILE *f, const char *s);
-
 #endif

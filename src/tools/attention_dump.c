@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eval/evaluate.h"
+#include "core/json.h"
 
 static const char *const site_names[PMT_SITES] = {"encoder_self", "decoder_self", "decoder_cross"};
 
