@@ -323,7 +323,7 @@ int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int
     if (!m->act->arena) goto oom;
     arena_builder bind_arena = {.base = m->act->arena};
     carve_activations(&bind_arena, m->act, cfg, V, rows, probs);
-    for (int h = 0; h < m->NH; h++) m->act->log_sigma_fixed[h] = (float)(0.25 * log((double)m->HS));
+    for (int h = 0; h < m->NH; h++) m->act->log_sigma_fixed[h] = pmt_model_fixed_log_sigma(m->HS);
     return 0;
 oom:
     snprintf(err, errlen, "model: out of memory (vocab %d, max_rows %d, max_len %d)", V, max_rows, max_len);
@@ -347,6 +347,8 @@ void pmt_model_free(pmt_model *m) {
     memset(m, 0, sizeof *m);
 }
 
+float pmt_model_fixed_log_sigma(int HS) { return (float)(0.25 * log((double)HS)); }
+
 void pmt_model_init_params(pmt_model *m, uint64_t seed) {
     pmt_rng rng = {pmt_splitmix64(seed ^ 0x5EED0F0DE1ULL)};
     for (int i = 0; i < m->n_tensors; i++) {
@@ -361,7 +363,7 @@ void pmt_model_init_params(pmt_model *m, uint64_t seed) {
         } else if (!strcmp(leaf, "ln_w")) {
             for (size_t j = 0; j < t->size; j++) p[j] = 1.0f;
         } else if (!strcmp(leaf, "log_sigma")) {
-            for (size_t j = 0; j < t->size; j++) p[j] = (float)(0.25 * log((double)m->HS));
+            for (size_t j = 0; j < t->size; j++) p[j] = pmt_model_fixed_log_sigma(m->HS);
         } else if (t->cols > 1) {
             double limit = sqrt(6.0 / (double)(t->rows + t->cols));
             for (size_t j = 0; j < t->size; j++) p[j] = (float)(limit * (2.0 * pmt_rng_uniform(&rng) - 1.0));

@@ -92,8 +92,12 @@ size_t pmt_model_count_params(const pmt_config *cfg, int V);
 /* Matrix-product FLOPs of one training step (forward + backward = 3x forward)
  * on a padded batch of B pairs with lengths S and T, as the GEMMs run them. */
 double pmt_model_train_flops(const pmt_config *cfg, int V, int B, int S, int T);
+/* log σ of a projection head with fixed σ, σ² = √HS (log σ = log(HS)/4): the
+ * σ the training pass and the incremental decoder use, and where a learned
+ * σ starts. */
+float pmt_model_fixed_log_sigma(int HS);
 /* Xavier-uniform matrices, zero biases, unit LayerNorm gains, N(0, C^-1/2)
- * embeddings, log σ = log(HS)/4 — deterministic in seed. */
+ * embeddings, log σ = pmt_model_fixed_log_sigma — deterministic in seed. */
 void pmt_model_init_params(pmt_model *m, uint64_t seed);
 const pmt_tensor *pmt_model_find_tensor(const pmt_model *m, const char *name);
 

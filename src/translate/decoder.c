@@ -84,8 +84,7 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
         pmt_decoder_free(d);
         return -1;
     }
-    /* Fixed σ as in model.c: σ² = √HS, i.e. log σ = log(HS) / 4. */
-    for (int h = 0; h < m->NH; h++) d->log_sigma_fixed[h] = (float)(0.25 * log((double)m->HS));
+    for (int h = 0; h < m->NH; h++) d->log_sigma_fixed[h] = pmt_model_fixed_log_sigma(m->HS);
     return 0;
 }
 
