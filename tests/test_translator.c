@@ -6,7 +6,8 @@
  * Checks: one result per input in order; empty input -> no hypothesis;
  * invalid UTF-8 replaced with a warning and valid UTF-8 out; over-long input
  * truncated with a warning; batch == one-by-one; n-best sizes; options
- * change (beam growth); loader errors; pmt_utf8_sanitize cases.
+ * change (beam growth); the chunked translate-all loop; loader errors;
+ * pmt_utf8_sanitize cases.
  *
  * `test_translator --make-checkpoint PATH` only writes the checkpoint (used by
  * tests/test_translate_cli.sh).
@@ -84,6 +85,25 @@ static int read_all(FILE *f, char *buf, size_t cap) {
     return (int)n;
 }
 
+/* pmt_best_fn collecting hypotheses; stops with an error at line stop_at. */
+typedef struct {
+    char text[16][512];
+    size_t seen;
+    size_t stop_at;
+} collected;
+
+static int collect(void *user, size_t i, const char *best, char *err, size_t errlen) {
+    collected *c = user;
+    if (i != c->seen || i >= 16) return -1;   /* must come in input order */
+    if (i == c->stop_at) {
+        snprintf(err, errlen, "stopped at %zu", i);
+        return -1;
+    }
+    snprintf(c->text[i], sizeof c->text[i], "%s", best);
+    c->seen++;
+    return 0;
+}
+
 static void test_translate(const char *path) {
     char err[512];
     pmt_decode_options opt = {2, 2, 1.0, 1.5, 3};
@@ -126,6 +146,19 @@ static void test_translate(const char *path) {
         CHECK_MSG(!strcmp(one.n ? one.text[0] : "", saved[i]), "line %d: '%s' alone vs '%s' batched", i + 1,
                   one.n ? one.text[0] : "", saved[i]);
     }
+
+    /* The chunked loop: 8 lines through max_batch 6 come back in order, each
+     * as its own call gives it; a failing callback stops the loop. */
+    const char *cycled[8];
+    for (int i = 0; i < 8; i++) cycled[i] = lines[i % 5];
+    collected c = {.stop_at = 99};
+    CHECK_MSG(pmt_translator_translate_all(&t, cycled, 8, collect, &c, err, sizeof err) == 0, "%s", err);
+    CHECK(c.seen == 8);
+    for (int i = 0; i < 8; i++)
+        CHECK_MSG(!strcmp(c.text[i], saved[i % 5]), "line %d: '%s' in the loop vs '%s'", i + 1, c.text[i], saved[i % 5]);
+    collected stop = {.stop_at = 6};
+    CHECK(pmt_translator_translate_all(&t, cycled, 8, collect, &stop, err, sizeof err) == -1);
+    CHECK(stop.seen == 6 && strstr(err, "stopped at 6") != NULL);
 
     /* growing the beam re-sizes the search; bad n-best is refused */
     pmt_decode_options wide = {5, 3, 1.0, 1.5, 3};

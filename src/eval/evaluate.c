@@ -91,24 +91,15 @@ void pmt_eval_hyps_free(char **hyps, size_t n) {
     free(hyps);
 }
 
-/* Translates one chunk of at most t->max_batch lines into hyps[0..n). */
-static int translate_chunk(pmt_translator *t, const char *const *src, int n, char **hyps, char *err, size_t errlen) {
-    pmt_translation *out = malloc((size_t)n * sizeof *out);
-    if (!out) {
+/* pmt_best_fn keeping a copy of each best hypothesis in hyps[i]. */
+static int keep_hypothesis(void *user, size_t i, const char *best, char *err, size_t errlen) {
+    char **hyps = user;
+    hyps[i] = strdup(best);
+    if (!hyps[i]) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    int rc = pmt_translator_translate(t, src, n, out, err, errlen);
-    for (int i = 0; rc == 0 && i < n; i++) {
-        /* An empty source line translates to no hypothesis: an empty line. */
-        hyps[i] = strdup(out[i].n > 0 ? out[i].text[0] : "");
-        if (!hyps[i]) {
-            snprintf(err, errlen, "out of memory");
-            rc = -1;
-        }
-    }
-    free(out);
-    return rc;
+    return 0;
 }
 
 int pmt_eval_translate_lines(pmt_translator *t, const char *const *src, size_t n, char ***hyps,
@@ -118,14 +109,10 @@ int pmt_eval_translate_lines(pmt_translator *t, const char *const *src, size_t n
         snprintf(err, errlen, "out of memory for %zu translations", n);
         return -1;
     }
-    for (size_t i = 0; i < n; i += (size_t)t->max_batch) {
-        size_t left = n - i;
-        int chunk = left < (size_t)t->max_batch ? (int)left : t->max_batch;
-        if (translate_chunk(t, src + i, chunk, *hyps + i, err, errlen) != 0) {
-            pmt_eval_hyps_free(*hyps, n);
-            *hyps = NULL;
-            return -1;
-        }
+    if (pmt_translator_translate_all(t, src, n, keep_hypothesis, *hyps, err, errlen) != 0) {
+        pmt_eval_hyps_free(*hyps, n);
+        *hyps = NULL;
+        return -1;
     }
     return 0;
 }

@@ -78,11 +78,6 @@ static int build_translator(pmt_valid_bleu *v, const pmt_config *cfg, char *err,
         snprintf(err, errlen, "validation BLEU/chrF: %s", inner);
         return -1;
     }
-    v->out = calloc((size_t)batch, sizeof *v->out);
-    if (!v->out) {
-        snprintf(err, errlen, "validation BLEU/chrF: out of memory");
-        return -1;
-    }
     return 0;
 }
 
@@ -112,22 +107,23 @@ void pmt_valid_bleu_free(pmt_valid_bleu *v) {
     pmt_translator_free(&v->tr);
     pmt_text_lines_free(&v->src);
     pmt_text_lines_free(&v->ref);
-    free(v->out);
     memset(v, 0, sizeof *v);
 }
 
-/* Translates lines [first, first + n) and adds them to the statistics. */
-static int score_chunk(pmt_valid_bleu *v, int first, int n, pmt_bleu_stats *bleu, pmt_chrf_stats *chrf, char *err,
-                       size_t errlen) {
-    const char *const *src = (const char *const *)v->src.lines + first;
-    if (pmt_translator_translate(&v->tr, src, n, v->out, err, errlen) != 0) return -1;
-    for (int i = 0; i < n; i++) {
-        const char *hyp = v->out[i].n > 0 ? v->out[i].text[0] : "";   /* empty input: empty output */
-        const char *ref = v->ref.lines[first + i];
-        if (pmt_bleu_stats_add(bleu, hyp, ref) != 0 || pmt_chrf_stats_add(chrf, hyp, ref) != 0) {
-            snprintf(err, errlen, "out of memory scoring validation sentence %d", first + i + 1);
-            return -1;
-        }
+/* What scoring one hypothesis needs: the references and the running sums. */
+typedef struct {
+    const pmt_text_lines *ref;
+    pmt_bleu_stats bleu;
+    pmt_chrf_stats chrf;
+} valid_sums;
+
+/* pmt_best_fn adding hypothesis i against reference i to the sums. */
+static int add_hypothesis(void *user, size_t i, const char *best, char *err, size_t errlen) {
+    valid_sums *sums = user;
+    const char *ref = sums->ref->lines[i];
+    if (pmt_bleu_stats_add(&sums->bleu, best, ref) != 0 || pmt_chrf_stats_add(&sums->chrf, best, ref) != 0) {
+        snprintf(err, errlen, "out of memory scoring validation sentence %zu", i + 1);
+        return -1;
     }
     return 0;
 }
@@ -146,17 +142,14 @@ int pmt_valid_bleu_score(pmt_valid_bleu *v, const pmt_model *m, double *bleu, do
     }
     const double start = pmt_now_seconds();
     memcpy(copy->params, m->params, m->n_params * sizeof *m->params);
-    pmt_bleu_stats bs;
-    pmt_chrf_stats cs;
-    pmt_bleu_stats_init(&bs);
-    pmt_chrf_stats_init(&cs);
-    for (int first = 0; first < v->n; first += v->tr.max_batch) {
-        int n = v->n - first < v->tr.max_batch ? v->n - first : v->tr.max_batch;
-        if (score_chunk(v, first, n, &bs, &cs, err, errlen) != 0) return -1;
-    }
+    valid_sums sums = {.ref = &v->ref};
+    pmt_bleu_stats_init(&sums.bleu);
+    pmt_chrf_stats_init(&sums.chrf);
+    const char *const *src = (const char *const *)v->src.lines;
+    if (pmt_translator_translate_all(&v->tr, src, (size_t)v->n, add_hypothesis, &sums, err, errlen) != 0) return -1;
     v->tr.warn = NULL;
-    *bleu = pmt_bleu_compute(&bs).score;
-    *chrf = pmt_chrf_compute(&cs);
+    *bleu = pmt_bleu_compute(&sums.bleu).score;
+    *chrf = pmt_chrf_compute(&sums.chrf);
     v->seconds = pmt_now_seconds() - start;
     return 0;
 }

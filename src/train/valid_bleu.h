@@ -34,7 +34,6 @@ typedef struct pmt_valid_bleu {
     int n;                       /* sentences scored per validation */
     pmt_text_lines src, ref;     /* valid.en, valid.es */
     pmt_translator tr;
-    pmt_translation *out;        /* [tr.max_batch] results of one translate call */
     double seconds;              /* wall time of the last scoring */
 } pmt_valid_bleu;
 

@@ -170,3 +170,16 @@ int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n,
     t->totals.seconds += pmt_now_seconds() - start;
     return 0;
 }
+
+int pmt_translator_translate_all(pmt_translator *t, const char *const *lines, size_t n, pmt_best_fn each,
+                                 void *user, char *err, size_t errlen) {
+    for (size_t first = 0; first < n; first += (size_t)t->max_batch) {
+        int chunk = n - first < (size_t)t->max_batch ? (int)(n - first) : t->max_batch;
+        if (pmt_translator_translate(t, lines + first, chunk, t->results, err, errlen) != 0) return -1;
+        for (int i = 0; i < chunk; i++) {
+            const pmt_translation *r = &t->results[i];
+            if (each(user, first + (size_t)i, r->n > 0 ? r->text[0] : "", err, errlen) != 0) return -1;
+        }
+    }
+    return 0;
+}

@@ -47,7 +47,7 @@ typedef struct pmt_translator {
     const int32_t **ptrs;        /* [max_batch] */
     int *slot;                   /* [max_batch] input index of each non-empty sentence */
     pmt_nbest *nbest;            /* [max_batch] */
-    pmt_translation *results;    /* [max_batch] */
+    pmt_translation *results;    /* [max_batch] results of pmt_translator_translate_all's calls */
     char **texts;                /* [max_batch * beam] decoded strings */
     int n_texts;
     char *clean;                 /* UTF-8-sanitized line */
@@ -74,5 +74,15 @@ int pmt_translator_set_options(pmt_translator *t, const pmt_decode_options *opt,
  * out[0..n), in input order. 0, or -1 with err. */
 int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n, pmt_translation *out,
                              char *err, size_t errlen);
+
+/* Receives the best hypothesis of line i ("" for an empty line), valid
+ * during the call only; returns 0 to go on, or -1 with err to stop. */
+typedef int (*pmt_best_fn)(void *user, size_t i, const char *best, char *err, size_t errlen);
+
+/* Translates lines[0..n), any n, in calls of at most max_batch lines and
+ * hands each line's best hypothesis to each(user, ...) in input order (the
+ * loop of `projmt eval` and of validation BLEU). 0, or -1 with err. */
+int pmt_translator_translate_all(pmt_translator *t, const char *const *lines, size_t n, pmt_best_fn each,
+                                 void *user, char *err, size_t errlen);
 
 #endif
