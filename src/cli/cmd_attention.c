@@ -94,15 +94,11 @@ static int write_dump(pmt_model *m, const pmt_spm *spm, const char *source, cons
 
 int cmd_attention(int argc, char **argv) {
     pmt_config cfg;
-    pmt_config_defaults(&cfg);
     const char *values[N_ATTENTION_OPTIONS];
-    int help = 0, dump = 0;
     char err[1024];
-    if (pmt_config_parse_args(&cfg, argc, argv, attention_options, values, &help, &dump, err, sizeof err) != 0) {
-        fprintf(stderr, "projmt attention: %s\n", err);
-        return 2;
-    }
-    if (help) { print_usage(stdout); return 0; }
+    int dump = 0;
+    int parsed = cmd_parse_args("attention", argc, argv, attention_options, values, print_usage, &cfg, &dump);
+    if (parsed != CMD_CONTINUE) return parsed;
     if (dump) { pmt_config_dump(&cfg, stdout); return 0; }
     if (!values[OPT_MODEL] || !values[OPT_SRC] || !values[OPT_OUT]) {
         fprintf(stderr, "projmt attention: --model CKPT, --src TEXT and --out DIR are required (see --help)\n");

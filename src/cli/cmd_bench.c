@@ -17,8 +17,8 @@
 #include "core/threads.h"
 #include "data/spm.h"
 
-static void usage(void) {
-    printf("usage: projmt bench [--config FILE] [--steps N] [--warmup N] [--modes LIST] [--synthetic] [--json] [options]\n"
+static void usage(FILE *out) {
+    fprintf(out, "usage: projmt bench [--config FILE] [--steps N] [--warmup N] [--modes LIST] [--synthetic] [--json] [options]\n"
            "       projmt bench --decode [--model CKPT] [--sentences N] [--decode-batch N] [--modes LIST]\n"
            "  Trains --steps timed optimizer steps (after --warmup untimed ones) per attention mode on the\n"
            "  same batches (the first batches of <data-dir>/train.tok, or synthetic spa-eng-like batches),\n"
@@ -29,7 +29,7 @@ static void usage(void) {
            "  --decode: sentences/s and tokens/s of batched greedy and beam-4 search over the first --sentences\n"
            "           (1000) lines of <data-dir>/test.en, per mode with randomly initialised models, or with\n"
            "           the trained checkpoint given by --model\n\n");
-    pmt_config_print_help(stdout, "model,train");
+    pmt_config_print_help(out, "model,train");
 }
 
 /* Applies a mode name to a config; -1 if unknown. */
@@ -145,15 +145,11 @@ static int bench_decode(const pmt_config *cfg, const char *modes, int n, int bat
 int cmd_bench(int argc, char **argv) {
     pmt_config cfg;
     char err[512];
-    int help, dump;
+    int dump = 0;
     const char *extra[] = {"steps=", "warmup=", "modes=", "synthetic", "json", "decode", "sentences=", "decode-batch=", NULL};
     const char *val[8];
-    pmt_config_defaults(&cfg);
-    if (pmt_config_parse_args(&cfg, argc, argv, extra, val, &help, &dump, err, sizeof err) != 0) {
-        fprintf(stderr, "projmt bench: %s\n", err);
-        return 2;
-    }
-    if (help) { usage(); return 0; }
+    int parsed = cmd_parse_args("bench", argc, argv, extra, val, usage, &cfg, &dump);
+    if (parsed != CMD_CONTINUE) return parsed;
     if (dump) { pmt_config_dump(&cfg, stdout); return 0; }
     int steps = val[0] ? atoi(val[0]) : 10, warmup = val[1] ? atoi(val[1]) : 2;
     const char *modes = val[2] ? val[2] : "standard,projection";

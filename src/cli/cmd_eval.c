@@ -303,15 +303,10 @@ static int build_request(const char *const *values, eval_request *request) {
 
 int cmd_eval(int argc, char **argv) {
     pmt_config cfg;
-    pmt_config_defaults(&cfg);
     const char *values[N_EVAL_OPTIONS];
-    int help = 0, dump = 0;
-    char err[1024];
-    if (pmt_config_parse_args(&cfg, argc, argv, eval_options, values, &help, &dump, err, sizeof err) != 0) {
-        fprintf(stderr, "projmt eval: %s\n", err);
-        return 2;
-    }
-    if (help) { print_usage(stdout); return 0; }
+    int dump = 0;
+    int parsed = cmd_parse_args("eval", argc, argv, eval_options, values, print_usage, &cfg, &dump);
+    if (parsed != CMD_CONTINUE) return parsed;
     if (dump) {
         pmt_config_dump(&cfg, stdout);
         return fflush(stdout) == 0 ? 0 : 1;

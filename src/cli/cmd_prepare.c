@@ -22,16 +22,12 @@ static void usage(FILE *out) {
 
 int cmd_prepare(int argc, char **argv) {
     pmt_config cfg;
-    pmt_config_defaults(&cfg);
-    int help = 0, dump = 0;
-    char err[2048];
-    if (pmt_config_parse_args(&cfg, argc, argv, NULL, NULL, &help, &dump, err, sizeof err) != 0) {
-        fprintf(stderr, "projmt prepare: %s\n", err);
-        return 2;
-    }
-    if (help) { usage(stdout); return 0; }
+    int dump = 0;
+    int parsed = cmd_parse_args("prepare", argc, argv, NULL, NULL, usage, &cfg, &dump);
+    if (parsed != CMD_CONTINUE) return parsed;
     if (dump) { pmt_config_dump(&cfg, stdout); return 0; }
 
+    char err[2048];
     pmt_prepare_stats stats;
     if (pmt_prepare(&cfg, stderr, &stats, err, sizeof err) != 0) {
         fprintf(stderr, "projmt prepare: error: %s\n", err);

@@ -37,22 +37,19 @@ static void usage(FILE *out) {
     pmt_config_print_help(out, "data,model,train");
 }
 
+/* Under mpirun every rank parses the options; one copy of the help is enough. */
+static void usage_on_root(FILE *out) {
+    if (pmt_dist_is_root()) usage(out);
+}
+
 static int train_command(int argc, char **argv) {
     static const char *const extra[] = {"fresh", "quiet", NULL};
     const char *extra_val[3];
     pmt_config cfg;
     char err[1024];
-    int help, dump;
-    pmt_config_defaults(&cfg);
-    if (pmt_config_parse_args(&cfg, argc, argv, extra, extra_val, &help, &dump, err, sizeof err) != 0) {
-        fprintf(stderr, "projmt train: %s\n", err);
-        return 2;
-    }
-    /* Under mpirun every rank parses the options; one copy of the answer is enough. */
-    if (help) {
-        if (pmt_dist_is_root()) usage(stdout);
-        return 0;
-    }
+    int dump = 0;
+    int parsed = cmd_parse_args("train", argc, argv, extra, extra_val, usage_on_root, &cfg, &dump);
+    if (parsed != CMD_CONTINUE) return parsed;
     if (dump) {
         if (pmt_dist_is_root()) pmt_config_dump(&cfg, stdout);
         return 0;

@@ -190,13 +190,9 @@ int cmd_translate(int argc, char **argv) {
     const char *val[6];
     pmt_config cfg;
     char err[512];
-    int help, dump;
-    pmt_config_defaults(&cfg);
-    if (pmt_config_parse_args(&cfg, argc, argv, extra, val, &help, &dump, err, sizeof err) != 0) {
-        fprintf(stderr, "projmt translate: %s\n", err);
-        return 2;
-    }
-    if (help) { usage(stdout); return 0; }
+    int dump = 0;
+    int parsed = cmd_parse_args("translate", argc, argv, extra, val, usage, &cfg, &dump);
+    if (parsed != CMD_CONTINUE) return parsed;
     if (val[3]) cfg.beam_size = atoi(val[3]);
     if (dump) { pmt_config_dump(&cfg, stdout); return 0; }
     if (!cfg.model[0]) {

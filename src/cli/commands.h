@@ -6,11 +6,27 @@
 #ifndef PROJMT_COMMANDS_H
 #define PROJMT_COMMANDS_H
 
+#include <stdio.h>
+
+#include "core/config.h"
+
 int cmd_prepare(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_translate(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_attention(int argc, char **argv);
+
+/* cmd_parse_args returns this when the command goes on. */
+enum { CMD_CONTINUE = -1 };
+
+/* The start of every command: config defaults, then argv parsed into cfg
+ * and the command's extra options (pmt_config_parse_args; extra may be
+ * NULL). Prints usage(stdout) for --help; sets *dump for --dump-config,
+ * which the command prints once its own options are applied. Returns
+ * CMD_CONTINUE, or the exit status: 0 after --help, 2 after printing a
+ * parse error as "projmt <name>: ...". */
+int cmd_parse_args(const char *name, int argc, char **argv, const char *const *extra, const char **extra_val,
+                   void (*usage)(FILE *), pmt_config *cfg, int *dump);
 
 #endif
