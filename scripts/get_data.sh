@@ -43,8 +43,12 @@ EOF
 }
 
 # A usable corpus: a readable, non-empty file whose first line has a tab.
+# (No `head | grep -q` pipe: under pipefail grep's early exit can fail it.)
 looks_like_corpus() {
-  [ -f "$1" ] && [ -r "$1" ] && [ -s "$1" ] && head -n 1 "$1" | grep -q $'\t'
+  local first=""
+  [ -f "$1" ] && [ -r "$1" ] && [ -s "$1" ] || return 1
+  IFS= read -r first < "$1" || [ -n "$first" ]
+  [[ $first == *$'\t'* ]]
 }
 
 choose() {

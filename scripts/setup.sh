@@ -20,7 +20,7 @@ esac
 
 missing=()
 for pkg in "${want[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+  if [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" != "install ok installed" ]; then
     missing+=("$pkg")
   fi
 done

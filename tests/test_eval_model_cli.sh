@@ -19,7 +19,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 ok() { passed=$((passed + 1)); }
 check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
 # Value of a numeric or string field of a one-line JSON object.
-field() { grep -o "\"$1\": *\"\{0,1\}[^,\"}]*" <<< "$2" | head -n 1 | sed 's/^"[^"]*": *"\{0,1\}//'; }
+field() { grep -o "\"$1\": *\"\{0,1\}[^,\"}]*" <<< "$2" | sed -n 1p | sed 's/^"[^"]*": *"\{0,1\}//'; }
 finish() { echo "$passed passed, $failures failed"; [ "$failures" -eq 0 ]; exit $?; }
 
 make_tiny_data "$projmt" "$tmp" || { echo "FAIL: prepare"; exit 1; }

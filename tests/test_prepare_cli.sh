@@ -46,7 +46,8 @@ run() {
   else
     [ "$status" -eq "$want" ] && ok || fail "$name: exit status $status, expected $want; output: $out"
   fi
-  echo "$out" | grep -Eq -- "$pattern" && ok || fail "$name: output lacks /$pattern/: $out"
+  # a here-string: `echo | grep -q` fails at random under pipefail (SIGPIPE)
+  grep -Eq -- "$pattern" <<<"$out" && ok || fail "$name: output lacks /$pattern/: $out"
 }
 
 # no_outputs DIR: a failed run must not leave prepared files behind.

@@ -43,7 +43,7 @@ manifest="$tmp/data/manifest.json"
 check '[ -s "$manifest" ]' "no manifest"
 
 # Pulls one integer out of the manifest: json_int '"valid": {"pairs": '
-json_int() { grep -o -- "$1[0-9]*" "$manifest" | head -n 1 | grep -o '[0-9]*$'; }
+json_int() { grep -o -- "$1[0-9]*" "$manifest" | sed -n 1p | grep -o '[0-9]*$'; }
 input_lines=$(wc -l < "$corpus")
 check '[ "$(json_int "\"input_lines\": ")" = "$input_lines" ]' "input_lines should be $input_lines"
 train=$(json_int '"train": {"pairs": ')

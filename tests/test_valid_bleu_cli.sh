@@ -74,7 +74,7 @@ check "stopped before max_steps (step $last_step)" [ "$last_step" -lt 3000 ]
 # The best BLEU (first row reaching it) came before the last 3 rows, which did not beat it.
 best=$(awk 'NR == 1 || $2 + 0 > b { b = $2 + 0; line = $0 } END { print line }' <<<"$scores")
 best_step=$(cut -d' ' -f1 <<<"$best") best_bleu=$(cut -d' ' -f2 <<<"$best")
-check "best ($best) before the last 3 validations" [ "$best_step" -lt "$(tail -n 3 <<<"$scores" | head -n 1 | cut -d' ' -f1)" ]
+check "best ($best) before the last 3 validations" [ "$best_step" -lt "$(tail -n 3 <<<"$scores" | sed -n 1p | cut -d' ' -f1)" ]
 check "BLEU rose above 10 while learning (best $best)" awk -v b="$best_bleu" 'BEGIN { exit !(b > 10) }'
 check "best.ckpt = best BLEU row (step $best)" [ "$(translate_and_eval "$tmp/es/best.ckpt")" = "${best#* }" ]
 check "last.ckpt = last valid row" [ "$(translate_and_eval "$tmp/es/last.ckpt")" = "$(tail -n 1 <<<"$scores" | cut -d' ' -f2-)" ]
