@@ -8,7 +8,8 @@ Reads, for each mode LABEL, DIR/LABEL/{train.tsv, eval_valid.json,
 eval_test.json, eval_bleu_test.json, eval_bleu_flores.json} and
 DIR/LABEL/ckpt/test.hyp, plus DIR/bench.json, and writes DIR/report.md:
 speed and quality tables, the plots, ~5 sample translations side by side,
-the machine and the exact command. Missing inputs show as "—".
+the machine and the exact command. Missing inputs show as "—". Files are
+named relative to the repository root, never by absolute paths.
 """
 import argparse
 import csv
@@ -16,13 +17,28 @@ import datetime
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_MODES = ("standard", "projection", "proj-self", "proj-cross", "learned")
 N_SAMPLES = 5
 DASH = "—"
 SHORT_KIND = {"standard": "std", "projection": "proj"}
+
+
+def repo_relative(path):
+    """path as named from the repository root ("../" for what lies outside
+    it): a report names no folder of the machine it was made on."""
+    if not path or not os.path.isabs(path):
+        return path
+    return os.path.relpath(path, REPO)
+
+
+def repo_relative_command(command):
+    """The command line with every absolute path in it made repo_relative."""
+    return re.sub(r"(?<![\w.~-])/[^\s'\"`;,)]+", lambda m: repo_relative(m.group(0)), command)
 
 
 def read_json(path):
@@ -202,7 +218,7 @@ def samples(runs, src_path, ref_path):
 def bleu_scope(n_test, flores):
     if n_test is None:
         return "BLEU/chrF were not computed (no translations)."
-    where = "not run" if flores == "none" else f"`{flores}.{{en,es}}`"
+    where = "not run" if flores == "none" else f"`{repo_relative(flores)}.{{en,es}}`"
     return f"BLEU/chrF on {n_test} test sentences (beam search); FLORES dev: {where}."
 
 
@@ -214,9 +230,8 @@ def machine():
     except OSError:
         pass
     try:
-        repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                check=True, cwd=repo).stdout.strip()
+                                check=True, cwd=REPO).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
     return f"{model}, {os.cpu_count()} cores (nproc); projmt commit {commit}"
@@ -254,14 +269,14 @@ def main():
     quality, quality_note = quality_table(runs)
     n_test = get(runs[0], "bleu_test", "sentences")
     out = [f"# Attention study: {os.path.basename(os.path.normpath(args.study))}", "",
-           f"Modes: {', '.join(args.labels)}. Config: `{args.config}`. Same seed, data order and budget for "
+           f"Modes: {', '.join(args.labels)}. Config: `{repo_relative(args.config)}`. Same seed, data order and budget for "
            f"every mode. Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.", "",
            "## Speed", "", *speed, "", speed_note, "",
            "## Quality", "", *quality, "", quality_note,
            bleu_scope(n_test, args.flores), "",
            "## Curves and attention", "", *figure_links(args.study), "",
            "## Sample translations (test split)", "", *samples(runs, args.test_src, args.test_ref), "",
-           "## Machine and command", "", f"- Machine: {machine()}", f"- Command: `{args.command}`", ""]
+           "## Machine and command", "", f"- Machine: {machine()}", f"- Command: `{repo_relative_command(args.command)}`", ""]
     path = os.path.join(args.study, "report.md")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(out))

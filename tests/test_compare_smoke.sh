@@ -3,8 +3,9 @@
 # with a tiny config and a few steps per mode (standard, projection and a
 # custom LABEL=--flags mode): every mode folder has its train.tsv and eval
 # JSON, the plots, attention pictures and report.md exist, report.md carries
-# the numbers of the TSVs and eval files and the exact command, and a second
-# run reuses the finished runs instead of training again.
+# the numbers of the TSVs and eval files and the exact command with no
+# absolute path, and a second run reuses the finished runs instead of
+# training again.
 # SKIPPED when /usr/bin/python3 has no matplotlib.
 # Usage: bash test_compare_smoke.sh <build-dir>
 set -uo pipefail
@@ -71,6 +72,12 @@ check "report links the attention pictures" grep -q "(attention/s1_cross_mean.pn
 check "report records the command" grep -qF -- "--name smoke" "$report"
 check "command.txt written" grep -qF -- "--max-steps 4" "$study/command.txt"
 check "report names the machine" grep -q "cores (nproc)" "$report"
+# Files are named relative to the repository: the study ran with absolute
+# --root, --build, --config and --data-dir, none of which may show.
+no_absolute_paths() { ! grep -nE '(^|[[:space:]`(=])/[[:alnum:]_.-]+/' "$1"; }
+check "report names no absolute path" no_absolute_paths "$report"
+check "report names the config relative to the repository" \
+  grep -qF "Config: \`$(realpath --relative-to="$here/.." "$tmp/tiny.ini")\`" "$report"
 check "report has 5 samples" [ "$(grep -c '^[0-9]\. \*\*source:\*\*' "$report")" -eq 5 ]
 check "samples show every mode" [ "$(grep -c '^   \*\*wide:\*\*' "$report")" -eq 5 ]
 
