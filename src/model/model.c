@@ -566,7 +566,7 @@ double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t d
 /* Back-propagates one attention sublayer from d_sub = d(att-output-after-W_O)
  * to d(LN output) in A->d_ln (overwritten) and, for cross-attention, into
  * d_memory (accumulated). Scratch gradients are SET by their first writer
- * (the *_set kernels of ops_internal.h) instead of being zeroed first. */
+ * (the *_set kernels of nn/ops.h) instead of being zeroed first. */
 static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, const block_act *a,
                                         const block_io *io, const float *d_sub, float *d_memory) {
     pmt_model_activations *A = m->act;

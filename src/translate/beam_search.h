@@ -51,7 +51,7 @@ typedef struct pmt_search_stats {
 typedef struct pmt_search {
     pmt_decoder dec;
     int max_batch, max_beam;
-    void *pool;                  /* search state and result storage (beam.c) */
+    void *pool;                  /* search state and result storage (beam_search.c) */
     pmt_search_stats stats;      /* accumulated over runs */
 } pmt_search;
 

@@ -1,6 +1,6 @@
 /*
  * translator.h — text in, text out: SentencePiece encoding, input checks,
- * batched search (decode.h) and decoding back to text.
+ * batched search (beam_search.h) and decoding back to text.
  *
  * Input policy (each case warns on the translator's warning stream, never
  * aborts): invalid UTF-8 bytes are replaced by U+FFFD; a sentence with more

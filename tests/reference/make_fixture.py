@@ -42,7 +42,7 @@ def make_batch(gen):
 
 
 def tensor_table(kinds, learned_sigma):
-    """(name, shape) in projmt's order (src/model.c build_tensor_table)."""
+    """(name, shape) in projmt's order (src/model/model.c build_tensor_table)."""
     table = [("wte", (V, C))]
 
     def attn(prefix, kind):
