@@ -5,8 +5,9 @@
  * Why the output registry: every file goes to "<name>.tmp" first (synced,
  * core/fileio.h) and is recorded; only when every phase succeeded are they
  * renamed into place, manifest.json last (an older manifest is removed
- * before the renames begin). On any failure all temporaries are deleted. A data dir with a
- * manifest.json is therefore always complete and consistent.
+ * before the renames begin). On any failure all temporaries are deleted.
+ * A data dir with a manifest.json is therefore always complete and
+ * consistent.
  *
  * Why our own PRNG: rand() differs between libcs; splitmix64 + Fisher–Yates
  * with rejection sampling gives the same split for the same seed everywhere.
@@ -17,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
 #include "core/clock.h"
 #include "core/fileio.h"
 #include "data/corpus.h"
