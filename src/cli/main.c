@@ -19,6 +19,7 @@ static const command commands[] = {
     {"eval",      cmd_eval,      "score translations (BLEU, chrF) or a model's loss"},
     {"bench",     cmd_bench,     "measure training/decoding speed of both attention forms"},
     {"attention", cmd_attention, "dump a checkpoint's attention weights on one sentence"},
+    {"serve",     cmd_serve,     "HTTP translation server (LibreTranslate API) with a web page"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -208,6 +208,8 @@ const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens) {
         attention_output(d, &lp->self);
         layernorm_forward(d->ln, d->mean, d->rstd, d->x, lp->cross.ln_w, lp->cross.ln_b, R, C);
         cross_attention(d, &lp->cross, c);
+        if (d->cross_probs_out && l == m->cfg.dec_layers - 1)
+            memcpy(d->cross_probs_out, d->attn_probs, (size_t)R * m->NH * d->S * sizeof(float));
         attention_output(d, &lp->cross);
         ffn_block(d, &lp->ffn);
     }

@@ -64,6 +64,12 @@ typedef struct pmt_decoder {
     float *attn_probs;           /* [max_rows, NH, max_len] */
     float *logits;               /* [max_rows, V] output logits of the last step */
     float *lse;                  /* [max_rows] their log-normaliser: log p = logit − lse */
+
+    /* Optional, caller-owned (NULL by default): when set, every step copies
+     * the last decoder layer's cross-attention weights into it, shaped
+     * [n_sent, NH, beam, S] (source positions past src_len are 0). Alignment
+     * views (serve's heatmap) set it; the search leaves it NULL. */
+    float *cross_probs_out;
 } pmt_decoder;
 
 /* Allocates for up to max_sent sentences × max_beam rows with sources and

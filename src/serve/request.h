@@ -1,0 +1,58 @@
+/*
+ * request.h — a POST /translate request, LibreTranslate's shape, parsed and
+ * checked against the server's limits.
+ *
+ * Fields (JSON body, or form-encoded where every value is a string):
+ *   q            string, or array of strings (form: the key repeated)
+ *   source       "en" (or "auto", answered as en: the only source language)
+ *   target       "es"
+ *   format       "text" (the default; "html" is refused)
+ *   alternatives extra hypotheses per text, 0..max_beam-1 (default 0)
+ *   beam_size    projmt: 1..max_beam (default the model's; raised to
+ *                alternatives+1 when smaller)
+ *   attention    projmt: true adds the cross-attention of the first line (q a string)
+ *   api_key      LibreTranslate's key field (also "Authorization: Bearer KEY")
+ * Each text is split at '\n' into lines, translated as sentences and joined
+ * again; sentences per request count these lines.
+ *
+ * Ownership: pmt_serve_request owns its strings (pmt_serve_request_free).
+ */
+#ifndef PROJMT_SERVE_REQUEST_H
+#define PROJMT_SERVE_REQUEST_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+typedef struct pmt_serve_limits {
+    size_t max_body;             /* bytes of a request body (413 above) */
+    int max_sentences;           /* lines per request (400 above) */
+    int max_chars;               /* characters (code points) per line (400 above) */
+    int max_beam;                /* largest beam_size */
+    int default_beam;
+} pmt_serve_limits;
+
+typedef struct pmt_serve_request {
+    int n_texts;                 /* q entries */
+    int q_is_array;
+    int auto_source;             /* source was "auto" */
+    int n_lines;                 /* sentences over all texts */
+    char **lines;                /* [n_lines] valid UTF-8, no '\n' */
+    int *first_line;             /* [n_texts + 1] text i is lines first_line[i]..first_line[i+1]-1 */
+    int beam_size, alternatives, attention;
+    int replaced;                /* invalid UTF-8 bytes replaced by U+FFFD */
+    char *api_key;               /* NULL when absent */
+} pmt_serve_request;
+
+/* Replaces invalid UTF-8 in body[0..len) and parses it as a JSON object into
+ * *obj (new reference). Returns 0, or 400 with err. *replaced counts the
+ * replaced bytes. Out of memory gives 500. */
+int pmt_serve_parse_json(const char *body, size_t len, json_t **obj, int *replaced, char *err, size_t errlen);
+
+/* Checks the fields of obj (from JSON or a form) and fills req. Returns 0,
+ * or the HTTP status (400; 500 when out of memory) with err. */
+int pmt_serve_request_from_json(const json_t *obj, const pmt_serve_limits *lim, int replaced,
+                                pmt_serve_request *req, char *err, size_t errlen);
+void pmt_serve_request_free(pmt_serve_request *req);
+
+#endif

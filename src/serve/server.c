@@ -1,0 +1,597 @@
+/*
+ * server.c — see server.h. libmicrohttpd calls handle() several times per
+ * request: first with the headers (the request state is created), then with
+ * pieces of the body (buffered up to the body limit), then once more with no
+ * data, when the answer is built and queued. Translation requests block
+ * their connection thread in the batch queue until the worker is done.
+ */
+#include "serve/server.h"
+
+#include <ctype.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "serve/page.h"
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- routes ---------------------------------------------------------- */
+
+typedef enum { R_PAGE, R_TRANSLATE, R_LANGUAGES, R_HEALTH, R_METRICS, R_INFO, R_NONE } route_id;
+
+static const struct {
+    const char *path;
+    const char *method;          /* GET routes also answer HEAD */
+} routes[R_NONE] = {
+    [R_PAGE] = {"/", "GET"},           [R_TRANSLATE] = {"/translate", "POST"},
+    [R_LANGUAGES] = {"/languages", "GET"}, [R_HEALTH] = {"/health", "GET"},
+    [R_METRICS] = {"/metrics", "GET"},    [R_INFO] = {"/info", "GET"},
+};
+
+static route_id find_route(const char *url) {
+    for (int r = 0; r < R_NONE; r++)
+        if (!strcmp(url, routes[r].path)) return (route_id)r;
+    return R_NONE;
+}
+
+/* Per-request state, created on the first call. */
+typedef struct request_state {
+    route_id route;
+    double start;
+    char *body;
+    size_t len, cap;
+    int too_large;               /* body went past the limit: 413 */
+    int responded;               /* a response was queued early */
+} request_state;
+
+/* ---- responses -------------------------------------------------------- */
+
+static enum MHD_Result send_response(pmt_server *s, struct MHD_Connection *c, request_state *st, int status,
+                                     const char *content_type, struct MHD_Response *resp) {
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (st->route == R_PAGE && status == 200)
+        MHD_add_response_header(resp, "Content-Security-Policy",
+                                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                                "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'");
+    if (status == 405)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
+                                st->route == R_TRANSLATE ? "POST" : "GET, HEAD");
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    const char *endpoint = st->route == R_NONE ? "other" : routes[st->route].path;
+    pmt_metrics_response(&s->metrics, endpoint, status);
+    if (st->route == R_TRANSLATE) pmt_metrics_latency(&s->metrics, now_seconds() - st->start);
+    st->responded = 1;
+    return rc;
+}
+
+static enum MHD_Result send_text(pmt_server *s, struct MHD_Connection *c, request_state *st, int status,
+                                 const char *content_type, char *text) {
+    if (!text) return MHD_NO;
+    return send_response(s, c, st, status, content_type,
+                         MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE));
+}
+
+/* Sends a JSON value (reference stolen). */
+static enum MHD_Result send_json(pmt_server *s, struct MHD_Connection *c, request_state *st, int status,
+                                 json_t *value) {
+    char *text = value ? json_dumps(value, JSON_COMPACT | JSON_REAL_PRECISION(4)) : NULL;
+    json_decref(value);
+    if (!text) return MHD_NO;
+    return send_text(s, c, st, status, "application/json; charset=utf-8", text);
+}
+
+static enum MHD_Result send_error(pmt_server *s, struct MHD_Connection *c, request_state *st, int status,
+                                  const char *message) {
+    return send_json(s, c, st, status, json_pack("{s:s}", "error", message));
+}
+
+/* ---- POST /translate ---------------------------------------------------- */
+
+/* Form fields collected by MHD's post processor into a JSON object; a key
+ * given twice (q) becomes an array. */
+typedef struct form_ctx {
+    json_t *obj;
+    char *key;
+    char *value;
+    size_t len;
+    int replaced, failed;
+} form_ctx;
+
+static void form_flush(form_ctx *f) {
+    if (!f->key) return;
+    char *clean = malloc(3 * f->len + 1);
+    if (!clean) {
+        f->failed = 1;
+    } else {
+        f->replaced += pmt_utf8_sanitize(f->value ? f->value : "", f->len, clean);
+        json_t *v = json_string(clean), *old = json_object_get(f->obj, f->key);
+        if (!v) f->failed = 1;
+        else if (json_is_array(old)) json_array_append_new(old, v);
+        else if (old) json_object_set_new(f->obj, f->key, json_pack("[Oo]", old, v));
+        else json_object_set_new(f->obj, f->key, v);
+    }
+    free(clean);
+    free(f->key);
+    free(f->value);
+    f->key = f->value = NULL;
+    f->len = 0;
+}
+
+static enum MHD_Result form_field(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
+                                  const char *content_type, const char *transfer_encoding, const char *data,
+                                  uint64_t off, size_t size) {
+    (void)kind; (void)filename; (void)content_type; (void)transfer_encoding;
+    form_ctx *f = cls;
+    if (off == 0 || !f->key || strcmp(f->key, key)) {
+        form_flush(f);
+        if (!(f->key = strdup(key))) { f->failed = 1; return MHD_NO; }
+    }
+    char *grown = realloc(f->value, f->len + size + 1);
+    if (!grown) { f->failed = 1; return MHD_NO; }
+    memcpy(grown + f->len, data, size);
+    f->value = grown;
+    f->len += size;
+    grown[f->len] = '\0';
+    return MHD_YES;
+}
+
+static int is_form(const char *content_type) {
+    return content_type && (!strncasecmp(content_type, MHD_HTTP_POST_ENCODING_FORM_URLENCODED,
+                                         strlen(MHD_HTTP_POST_ENCODING_FORM_URLENCODED)) ||
+                            !strncasecmp(content_type, MHD_HTTP_POST_ENCODING_MULTIPART_FORMDATA,
+                                         strlen(MHD_HTTP_POST_ENCODING_MULTIPART_FORMDATA)));
+}
+
+/* Parses the body as a form into *obj. 0, or an HTTP status with err. */
+static int parse_form(struct MHD_Connection *c, const request_state *st, json_t **obj, int *replaced, char *err,
+                      size_t errlen) {
+    form_ctx f = {json_object(), NULL, NULL, 0, 0, 0};
+    struct MHD_PostProcessor *pp = MHD_create_post_processor(c, 16 * 1024, form_field, &f);
+    int ok = f.obj && pp && MHD_post_process(pp, st->body ? st->body : "", st->len) == MHD_YES;
+    if (pp) MHD_destroy_post_processor(pp);   /* delivers the last field */
+    form_flush(&f);
+    if (!ok || f.failed) {
+        json_decref(f.obj);
+        snprintf(err, errlen, "Invalid request: the form body could not be parsed");
+        return f.failed ? 500 : 400;
+    }
+    *obj = f.obj;
+    *replaced = f.replaced;
+    return 0;
+}
+
+/* Constant-time key check: the time depends on the configured key's length
+ * only, never on where the given key first differs. */
+static int key_matches(const char *given, const char *key) {
+    const size_t given_len = strlen(given), key_len = strlen(key);
+    unsigned diff = (unsigned)(given_len != key_len);
+    for (size_t i = 0; i < key_len; i++)
+        diff |= (unsigned)((unsigned char)key[i] ^ (unsigned char)(i < given_len ? given[i] : 0));
+    return diff == 0;
+}
+
+static int authorized(const pmt_server *s, struct MHD_Connection *c, const pmt_serve_request *req) {
+    if (!s->opt.api_key) return 1;
+    const char *given = req->api_key;
+    const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!given && auth && !strncasecmp(auth, "Bearer ", 7)) given = auth + 7;
+    return given && key_matches(given, s->opt.api_key);
+}
+
+/* Text i's hypothesis k, lines joined by '\n' (a line with fewer hypotheses
+ * contributes its best). NULL when out of memory. */
+static char *join_text(const pmt_serve_request *req, const pmt_serve_job *job, int i, int k) {
+    size_t total = 1;
+    for (int l = req->first_line[i]; l < req->first_line[i + 1]; l++) {
+        const pmt_serve_result *r = &job->results[l];
+        total += (r->n ? strlen(r->text[k < r->n ? k : 0]) : 0) + 1;
+    }
+    char *out = malloc(total), *p = out;
+    if (!out) return NULL;
+    for (int l = req->first_line[i]; l < req->first_line[i + 1]; l++) {
+        const pmt_serve_result *r = &job->results[l];
+        if (l > req->first_line[i]) *p++ = '\n';
+        if (r->n) {
+            const char *t = r->text[k < r->n ? k : 0];
+            memcpy(p, t, strlen(t));
+            p += strlen(t);
+        }
+    }
+    *p = '\0';
+    return out;
+}
+
+/* Number of alternatives text i has (its lines' most, capped by the request). */
+static int alternatives_of(const pmt_serve_request *req, const pmt_serve_job *job, int i) {
+    int most = 0;
+    for (int l = req->first_line[i]; l < req->first_line[i + 1]; l++)
+        if (job->results[l].n - 1 > most) most = job->results[l].n - 1;
+    return most < req->alternatives ? most : req->alternatives;
+}
+
+static json_t *pieces_json(const pmt_spm *spm, const int32_t *ids, int n) {
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) {
+        const char *piece = pmt_spm_id_to_piece(spm, ids[i]);
+        json_array_append_new(a, json_string(piece ? piece : "?"));
+    }
+    return a;
+}
+
+static json_t *attention_json(const pmt_server *s, const pmt_alignment *al) {
+    json_t *heads = json_array();
+    for (int h = 0; heads && h < al->n_heads; h++) {
+        json_t *rows = json_array();
+        for (int t = 0; rows && t < al->tgt_len; t++) {
+            json_t *row = json_array();
+            const float *w = al->weights + ((size_t)h * al->tgt_len + t) * al->src_len;
+            for (int j = 0; row && j < al->src_len; j++) json_array_append_new(row, json_real(w[j]));
+            json_array_append_new(rows, row);
+        }
+        json_array_append_new(heads, rows);
+    }
+    return json_pack("{s:i,s:s,s:o,s:o,s:o}", "layer", s->tr.model.cfg.dec_layers - 1, "site", "decoder_cross",
+                     "source", pieces_json(s->tr.spm, al->src_ids, al->src_len), "target",
+                     pieces_json(s->tr.spm, al->tgt_ids, al->tgt_len), "weights", heads);
+}
+
+/* The answer to a translated request, LibreTranslate's shape plus projmt's
+ * warning and attention fields. NULL when out of memory. */
+static json_t *translation_json(const pmt_server *s, const pmt_serve_request *req, const pmt_serve_job *job) {
+    json_t *root = json_object(), *texts = json_array(), *alts = json_array();
+    for (int i = 0; root && texts && alts && i < req->n_texts; i++) {
+        json_t *alt = json_array();
+        for (int k = 1; alt && k <= alternatives_of(req, job, i); k++) {
+            char *t = join_text(req, job, i, k);
+            json_array_append_new(alt, t ? json_string(t) : NULL);
+            free(t);
+        }
+        char *best = join_text(req, job, i, 0);
+        json_array_append_new(texts, best ? json_string(best) : NULL);
+        free(best);
+        json_array_append_new(alts, alt);
+    }
+    if (!root || !texts || !alts) {
+        json_decref(root); json_decref(texts); json_decref(alts);
+        return NULL;
+    }
+    if (req->q_is_array) {
+        json_object_set(root, "translatedText", texts);
+        if (req->alternatives > 0) json_object_set(root, "alternatives", alts);
+    } else {
+        json_object_set(root, "translatedText", json_array_get(texts, 0));
+        if (req->alternatives > 0) json_object_set(root, "alternatives", json_array_get(alts, 0));
+    }
+    json_decref(texts);
+    json_decref(alts);
+    if (req->auto_source)
+        json_object_set_new(root, "detectedLanguage", json_pack("{s:s,s:f}", "language", "en", "confidence", 100.0));
+    if (req->replaced) {
+        char warning[128];
+        snprintf(warning, sizeof warning, "%d invalid UTF-8 byte(s) replaced by U+FFFD", req->replaced);
+        json_object_set_new(root, "warning", json_string(warning));
+    }
+    if (req->attention && job->alignment.weights) json_object_set_new(root, "attention", attention_json(s, &job->alignment));
+    return root;
+}
+
+static enum MHD_Result handle_translate(pmt_server *s, struct MHD_Connection *c, request_state *st) {
+    char err[512];
+    if (st->too_large) {
+        snprintf(err, sizeof err, "Request body exceeds the limit of %zu bytes", s->opt.limits.max_body);
+        return send_error(s, c, st, 413, err);
+    }
+    const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    json_t *obj = NULL;
+    int replaced = 0;
+    int status = is_form(type) ? parse_form(c, st, &obj, &replaced, err, sizeof err)
+                               : pmt_serve_parse_json(st->body ? st->body : "", st->len, &obj, &replaced, err, sizeof err);
+    if (status) return send_error(s, c, st, status, err);
+    pmt_serve_request req;
+    status = pmt_serve_request_from_json(obj, &s->opt.limits, replaced, &req, err, sizeof err);
+    json_decref(obj);
+    if (status == 0 && !authorized(s, c, &req)) {
+        status = 403;
+        snprintf(err, sizeof err, "Invalid API key");
+    }
+    if (status) {
+        pmt_serve_request_free(&req);
+        return send_error(s, c, st, status, err);
+    }
+    pmt_serve_job job = {.n = req.n_lines, .text = (const char *const *)req.lines, .beam_size = req.beam_size,
+                         .n_best = req.alternatives + 1, .align = req.attention};
+    enum MHD_Result rc;
+    if (pmt_serve_queue_submit(&s->queue, &job) != 0) {
+        snprintf(err, sizeof err, "Translation failed: %s", job.err);
+        rc = send_error(s, c, st, 500, err);
+    } else {
+        json_t *answer = translation_json(s, &req, &job);
+        rc = answer ? send_json(s, c, st, 200, answer) : send_error(s, c, st, 500, "out of memory");
+    }
+    pmt_serve_job_free(&job);
+    pmt_serve_request_free(&req);
+    return rc;
+}
+
+/* ---- GET routes ------------------------------------------------------ */
+
+static enum MHD_Result handle_get(pmt_server *s, struct MHD_Connection *c, request_state *st) {
+    switch (st->route) {
+    case R_PAGE:
+        return send_response(s, c, st, 200, "text/html; charset=utf-8",
+                             MHD_create_response_from_buffer(pmt_serve_page_size, (void *)pmt_serve_page,
+                                                             MHD_RESPMEM_PERSISTENT));
+    case R_LANGUAGES:
+        return send_json(s, c, st, 200,
+                         json_pack("[{s:s,s:s,s:[s]},{s:s,s:s,s:[]}]", "code", "en", "name", "English", "targets",
+                                   "es", "code", "es", "name", "Spanish", "targets"));
+    case R_HEALTH:
+        return send_json(s, c, st, 200, json_pack("{s:s}", "status", "ok"));
+    case R_METRICS:
+        return send_text(s, c, st, 200, "text/plain; version=0.0.4; charset=utf-8", pmt_metrics_render(&s->metrics));
+    case R_INFO:
+        return send_text(s, c, st, 200, "application/json; charset=utf-8", strdup(s->info_json));
+    default:
+        return send_error(s, c, st, 404, "Not found");
+    }
+}
+
+/* ---- the libmicrohttpd callbacks ------------------------------------------ */
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload_data, size_t *upload_data_size,
+                              void **con_cls) {
+    (void)version;
+    pmt_server *s = cls;
+    request_state *st = *con_cls;
+    if (!st) {
+        if (!(st = calloc(1, sizeof *st))) return MHD_NO;
+        st->route = find_route(url);
+        st->start = now_seconds();
+        *con_cls = st;
+        pthread_mutex_lock(&s->lock);
+        s->in_flight++;
+        pthread_mutex_unlock(&s->lock);
+        pmt_metrics_in_flight(&s->metrics, 1);
+        /* A declared body over the limit is refused before it is read. */
+        const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (st->route == R_TRANSLATE && length && strtoull(length, NULL, 10) > s->opt.limits.max_body) {
+            char err[128];
+            snprintf(err, sizeof err, "Request body exceeds the limit of %zu bytes", s->opt.limits.max_body);
+            return send_error(s, c, st, 413, err);
+        }
+        return MHD_YES;
+    }
+    if (st->responded) {         /* the rest of a refused body is discarded */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (st->too_large || st->route != R_TRANSLATE) return MHD_YES;
+        if (st->len + n > s->opt.limits.max_body) {
+            st->too_large = 1;
+            return MHD_YES;
+        }
+        if (st->len + n + 1 > st->cap) {
+            size_t cap = 2 * (st->len + n) + 1;
+            char *body = realloc(st->body, cap);
+            if (!body) return MHD_NO;
+            st->body = body;
+            st->cap = cap;
+        }
+        memcpy(st->body + st->len, upload_data, n);
+        st->len += n;
+        st->body[st->len] = '\0';
+        return MHD_YES;
+    }
+    if (st->route == R_NONE) return send_error(s, c, st, 404, "Not found");
+    const char *want = routes[st->route].method;
+    const int is_get = !strcmp(want, "GET");
+    if (strcmp(method, want) && !(is_get && !strcmp(method, "HEAD")))
+        return send_error(s, c, st, 405, "Method not allowed");
+    return st->route == R_TRANSLATE ? handle_translate(s, c, st) : handle_get(s, c, st);
+}
+
+static void request_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why) {
+    (void)c; (void)why;
+    pmt_server *s = cls;
+    request_state *st = *con_cls;
+    if (!st) return;
+    free(st->body);
+    free(st);
+    *con_cls = NULL;
+    pmt_metrics_in_flight(&s->metrics, -1);
+    pthread_mutex_lock(&s->lock);
+    if (--s->in_flight == 0) pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- facts for GET /info ------------------------------------------------ */
+
+/* The [model] section of the effective config as strings (so a key added
+ * later, such as the kernel, shows up without a change here). */
+static json_t *model_config_json(const pmt_config *cfg) {
+    json_t *obj = json_object();
+    char *text = pmt_config_to_string(cfg);
+    if (!obj || !text) {
+        free(text);
+        return obj;
+    }
+    int in_model = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '[') { in_model = !strcmp(line, "[model]"); continue; }
+        char *eq = strstr(line, " = ");
+        if (!in_model || !eq) continue;
+        *eq = '\0';
+        json_object_set_new(obj, line, json_string(eq + 3));
+    }
+    free(text);
+    return obj;
+}
+
+/* Score lines (BLEU, chrF) of a Markdown model card, as written there. */
+static json_t *card_json(const char *path, int explicit_path, char *err, size_t errlen, int *failed) {
+    *failed = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (explicit_path) {
+            snprintf(err, errlen, "cannot read the model card '%s'", path);
+            *failed = 1;
+        }
+        return NULL;
+    }
+    json_t *scores = json_array();
+    char line[1024];
+    while (scores && fgets(line, sizeof line, f) && json_array_size(scores) < 24) {
+        if (!strstr(line, "BLEU") && !strstr(line, "chrF")) continue;
+        size_t n = strlen(line);
+        while (n && isspace((unsigned char)line[n - 1])) line[--n] = '\0';
+        char clean[3 * sizeof line + 1];
+        pmt_utf8_sanitize(line, n, clean);
+        json_array_append_new(scores, json_string(clean));
+    }
+    fclose(f);
+    const char *base = strrchr(path, '/');
+    return json_pack("{s:s,s:o}", "file", base ? base + 1 : path, "scores", scores);
+}
+
+static int build_info(pmt_server *s, char *err, size_t errlen) {
+    const pmt_model *m = &s->tr.model;
+    char card_path[PMT_PATH_MAX + 16];
+    if (s->opt.card_path) {
+        snprintf(card_path, sizeof card_path, "%s", s->opt.card_path);
+    } else {
+        const char *slash = strrchr(s->opt.model_path, '/');
+        snprintf(card_path, sizeof card_path, "%.*sREADME.md", slash ? (int)(slash - s->opt.model_path + 1) : 0,
+                 s->opt.model_path);
+    }
+    int failed;
+    json_t *card = card_json(card_path, s->opt.card_path != NULL, err, errlen, &failed);
+    if (failed) return -1;
+    const char *base = strrchr(s->opt.model_path, '/');
+    json_t *cfg = model_config_json(&m->cfg);
+    json_t *info = json_pack(
+        "{s:s,s:s,s:I,s:{s:s,s:s,s:s},s:o,s:o,s:{s:i,s:i,s:I,s:i,s:i},s:b,s:{s:i,s:i}}", "model",
+        base ? base + 1 : s->opt.model_path, "languages", "en -> es", "parameters", (json_int_t)m->n_params,
+        "attention", "encoder_self", pmt_attention_kind_name(m->cfg.site_kind[PMT_SITE_ENC_SELF]), "decoder_self",
+        pmt_attention_kind_name(m->cfg.site_kind[PMT_SITE_DEC_SELF]), "decoder_cross",
+        pmt_attention_kind_name(m->cfg.site_kind[PMT_SITE_DEC_CROSS]), "config", cfg ? cfg : json_object(), "card",
+        card ? card : json_null(), "limits", "max_sentences", s->opt.limits.max_sentences, "max_chars",
+        s->opt.limits.max_chars, "max_body_bytes", (json_int_t)s->opt.limits.max_body, "max_beam",
+        s->opt.limits.max_beam, "default_beam", s->opt.limits.default_beam, "api_key_required",
+        s->opt.api_key != NULL, "batching", "max_batch", s->opt.max_batch, "max_wait_ms", s->opt.max_wait_ms);
+    s->info_json = info ? json_dumps(info, JSON_COMPACT) : NULL;
+    json_decref(info);
+    if (!s->info_json) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- start / stop --------------------------------------------------------- */
+
+static int resolve(const char *host, int port, struct sockaddr_storage *addr, int *ipv6, char *err, size_t errlen) {
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    int rc = getaddrinfo(host, service, &hints, &res);
+    if (rc != 0 || !res) {
+        snprintf(err, errlen, "cannot resolve host '%s': %s", host, gai_strerror(rc));
+        return -1;
+    }
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    *ipv6 = res->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    return 0;
+}
+
+int pmt_server_start(pmt_server *s, const pmt_serve_options *opt, char *err, size_t errlen) {
+    memset(s, 0, sizeof *s);
+    s->opt = *opt;
+    const pmt_serve_limits *lim = &opt->limits;
+    if (opt->max_batch < 1 || opt->max_wait_ms < 0 || opt->timeout_s < 1 || opt->max_connections < 1 ||
+        lim->max_sentences < 1 || lim->max_chars < 1 || lim->max_body < 16 || lim->max_beam < 1 ||
+        lim->default_beam < 1 || lim->default_beam > lim->max_beam || opt->port < 0 || opt->port > 65535) {
+        snprintf(err, errlen, "bad options: need max batch, timeout, connections, sentences, characters >= 1, "
+                              "body >= 16 bytes, 1 <= beam <= max beam, port in [0, 65535]");
+        return -1;
+    }
+    struct sockaddr_storage addr;
+    int ipv6;
+    if (resolve(opt->host, opt->port, &addr, &ipv6, err, errlen) != 0) return -1;
+    json_object_seed(0);
+    pmt_decode_options decode = opt->decode;
+    decode.beam_size = lim->max_beam;   /* the search is sized once for the largest beam */
+    decode.n_best = 1;
+    if (pmt_translator_load(&s->tr, opt->model_path, &decode, opt->max_batch, err, errlen) != 0) return -1;
+    s->tr.warn = NULL;                  /* invalid UTF-8 is reported in the answer */
+    decode.beam_size = lim->default_beam;
+    if (pmt_translator_set_options(&s->tr, &decode, err, errlen) != 0 || build_info(s, err, errlen) != 0) {
+        pmt_translator_free(&s->tr);
+        free(s->info_json);
+        return -1;
+    }
+    pmt_metrics_init(&s->metrics);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    if (pmt_serve_queue_start(&s->queue, &s->tr, &s->metrics, opt->max_batch, opt->max_wait_ms, err, errlen) != 0)
+        goto fail;
+    s->daemon = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | (ipv6 ? MHD_USE_IPv6 : 0),
+        0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned int)opt->timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)opt->max_connections,
+        MHD_OPTION_NOTIFY_COMPLETED, request_done, s, MHD_OPTION_END);
+    if (!s->daemon) {
+        snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine?)", opt->host,
+                 opt->port);
+        pmt_serve_queue_stop(&s->queue);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : opt->port;
+    return 0;
+fail:
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->lock);
+    pmt_metrics_free(&s->metrics);
+    pmt_translator_free(&s->tr);
+    free(s->info_json);
+    return -1;
+}
+
+void pmt_server_stop(pmt_server *s) {
+    MHD_socket listener = MHD_quiesce_daemon(s->daemon);
+    if (listener != MHD_INVALID_SOCKET) close(listener);
+    pthread_mutex_lock(&s->lock);
+    while (s->in_flight > 0) pthread_cond_wait(&s->idle, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    MHD_stop_daemon(s->daemon);
+    pmt_serve_queue_stop(&s->queue);
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->lock);
+    pmt_metrics_free(&s->metrics);
+    pmt_translator_free(&s->tr);
+    free(s->info_json);
+    memset(s, 0, sizeof *s);
+}
