@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # setup.sh — installs what projmt needs on Debian 12 (idempotent; fast when all is present).
 #   bash scripts/setup.sh           build + run dependencies
-#   bash scripts/setup.sh --all     also what the tests and the study use: MPI, matplotlib
+#   bash scripts/setup.sh --all     also what the tests and the study use: MPI, matplotlib,
+#                                   curl and Chromium (the `projmt serve` tests)
 #   bash scripts/setup.sh --torch   also PyTorch, only to regenerate the reference
 #                                   fixtures (tests/reference/make_fixture.py)
 set -euo pipefail
 
 required=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev zlib1g-dev
-          libsentencepiece-dev sentencepiece libinih-dev libedit-dev)
-optional=(libopenmpi-dev openmpi-bin python3-numpy python3-matplotlib)
+          libsentencepiece-dev sentencepiece libinih-dev libedit-dev libmicrohttpd-dev libjansson-dev)
+optional=(libopenmpi-dev openmpi-bin python3-numpy python3-matplotlib curl chromium)
 
 want=("${required[@]}")
 case "${1:-}" in
