@@ -6,7 +6,6 @@
  * Signals are blocked in every thread before any is created, and the main
  * thread waits for them with sigwait: no handler runs inside a library call.
  */
-#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "core/config.h"
+#include "core/runtime.h"
 #include "serve/server.h"
 
 static void usage(FILE *out) {
@@ -88,7 +88,7 @@ int cmd_serve(int argc, char **argv) {
         return 2;
     }
     pmt_decode_options_from_config(&opt.decode, &cfg);
-    if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+    pmt_set_threads(cfg.threads);
 
     sigset_t stop_signals;
     sigemptyset(&stop_signals);

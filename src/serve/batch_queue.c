@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/runtime.h"
 #include "data/spm.h"
 
 struct pmt_serve_item {
@@ -18,12 +19,6 @@ struct pmt_serve_item {
     int index;                   /* sentence of the job */
     pmt_serve_item *next;
 };
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int same_options(const pmt_serve_job *a, const pmt_serve_job *b) {
     return a->beam_size == b->beam_size && a->n_best == b->n_best;
@@ -141,11 +136,11 @@ static void *worker_main(void *arg) {
         const pmt_serve_job *lead = q->head->job;
         const double deadline = lead->arrival + q->max_wait;
         while (!q->stop && compatible_waiting(q, lead, q->max_batch) < q->max_batch) {
-            double left = deadline - now_seconds();
+            double left = deadline - pmt_now_seconds();
             if (left <= 0) break;
-            /* q->work waits on CLOCK_MONOTONIC, the clock of now_seconds() */
-            struct timespec until;
-            double t = deadline;
+            struct timespec until;   /* q->work waits on CLOCK_MONOTONIC */
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            double t = (double)until.tv_sec + 1e-9 * (double)until.tv_nsec + left;
             until.tv_sec = (time_t)t;
             until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
             if (pthread_cond_timedwait(&q->work, &q->lock, &until) == ETIMEDOUT) break;
@@ -217,7 +212,7 @@ int pmt_serve_queue_submit(pmt_serve_queue *q, pmt_serve_job *job) {
     }
     if (job->n == 0) return 0;
     pthread_cond_init(&job->done, NULL);
-    job->arrival = now_seconds();
+    job->arrival = pmt_now_seconds();
     job->remaining = job->n;
     pthread_mutex_lock(&q->lock);
     for (int i = 0; i < job->n; i++) {

@@ -19,13 +19,8 @@
 
 #include <microhttpd.h>
 
+#include "core/runtime.h"
 #include "serve/page.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- routes ---------------------------------------------------------- */
 
@@ -74,7 +69,7 @@ static enum MHD_Result send_response(pmt_server *s, struct MHD_Connection *c, re
     MHD_destroy_response(resp);
     const char *endpoint = st->route == R_NONE ? "other" : routes[st->route].path;
     pmt_metrics_response(&s->metrics, endpoint, status);
-    if (st->route == R_TRANSLATE) pmt_metrics_latency(&s->metrics, now_seconds() - st->start);
+    if (st->route == R_TRANSLATE) pmt_metrics_latency(&s->metrics, pmt_now_seconds() - st->start);
     st->responded = 1;
     return rc;
 }
@@ -362,7 +357,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (!st) {
         if (!(st = calloc(1, sizeof *st))) return MHD_NO;
         st->route = find_route(url);
-        st->start = now_seconds();
+        st->start = pmt_now_seconds();
         *con_cls = st;
         pthread_mutex_lock(&s->lock);
         s->in_flight++;
