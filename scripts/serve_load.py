@@ -22,11 +22,16 @@ import urllib.parse
 
 
 def metrics(url):
+    """/metrics as {series: value}; {} when the server is gone (stopped under load)."""
     parts = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
-    conn.request("GET", "/metrics")
-    text = conn.getresponse().read().decode()
-    conn.close()
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    except (OSError, http.client.HTTPException):
+        return {}
+    finally:
+        conn.close()
     values = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
@@ -35,9 +40,9 @@ def metrics(url):
     return values
 
 
-def client(url, sentences, expected, first, count, beam, out):
+def client(url, sentences, expected, first, count, beam, timeout, until_refused, out):
     parts = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     for r in range(count):
         i = (first + r) % len(sentences)
         body = {"q": sentences[i], "source": "en", "target": "es"}
@@ -55,10 +60,15 @@ def client(url, sentences, expected, first, count, beam, out):
             text = json.loads(data)["translatedText"]
             ok = expected is None or text == expected[i]
             out.append(("ok" if ok else "mismatch", seconds, None if ok else f"line {i + 1}: {text!r} != {expected[i]!r}"))
+        except ConnectionRefusedError as e:
+            if until_refused:  # the server has stopped: this client is done
+                out.append(("unsent", 0.0, count - r))
+                break
+            out.append(("error", time.monotonic() - start, repr(e)))
         except (OSError, http.client.HTTPException, ValueError, KeyError) as e:
             out.append(("error", time.monotonic() - start, repr(e)))
             conn.close()
-            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+            conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     conn.close()
 
 
@@ -75,13 +85,16 @@ def main():
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--beam", type=int, default=0, help="beam_size per request (0 = the server's default)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds without an answer before a request counts as an error")
+    ap.add_argument("--until-refused", action="store_true",
+                    help="a client stops when a connection is refused (the server stopped); its unsent requests are not lost")
     args = ap.parse_args()
     sentences = open(args.sentences, encoding="utf-8").read().splitlines()
     expected = open(args.expected, encoding="utf-8").read().splitlines() if args.expected else None
     before = metrics(args.url)
     results = [[] for _ in range(args.clients)]
     threads = [threading.Thread(target=client, args=(args.url, sentences, expected, c * args.requests,
-                                                     args.requests, args.beam, results[c]))
+                                                     args.requests, args.beam, args.timeout, args.until_refused, results[c]))
                for c in range(args.clients)]
     start = time.monotonic()
     for t in threads:
@@ -90,13 +103,14 @@ def main():
         t.join()
     wall = time.monotonic() - start
     after = metrics(args.url)
-    flat = [r for per_client in results for r in per_client]
-    sent = args.clients * args.requests
+    flat = [r for per_client in results for r in per_client if r[0] != "unsent"]
+    unsent = sum(r[2] for per_client in results for r in per_client if r[0] == "unsent")
+    sent = args.clients * args.requests - unsent
     latencies = [s for kind, s, _ in flat if kind != "error"]
-    batches = after.get("projmt_batch_size_count", 0) - before.get("projmt_batch_size_count", 0)
-    batched = after.get("projmt_batch_size_sum", 0) - before.get("projmt_batch_size_sum", 0)
+    batches = after.get("projmt_batch_size_count", 0) - before.get("projmt_batch_size_count", 0) if after else 0
+    batched = after.get("projmt_batch_size_sum", 0) - before.get("projmt_batch_size_sum", 0) if after else 0
     summary = {
-        "clients": args.clients, "requests": sent, "answered": len(flat),
+        "clients": args.clients, "requests": sent, "unsent": unsent, "answered": len(flat),
         "errors": sum(kind == "error" for kind, _, _ in flat), "lost": sent - len(flat),
         "mismatches": sum(kind == "mismatch" for kind, _, _ in flat) if expected else None,
         "seconds": round(wall, 3), "sentences_per_second": round(len(latencies) / wall, 2),

@@ -76,6 +76,7 @@ int cmd_serve(int argc, char **argv) {
         .max_wait_ms = (int)option_int(val[5], 5),
         .timeout_s = (int)option_int(val[10], 10),
         .max_connections = (int)option_int(val[11], 256),
+        .threads = cfg.threads,
         .limits = {.max_beam = (int)option_int(val[6], 8),
                    .max_sentences = (int)option_int(val[7], 128),
                    .max_chars = (int)option_int(val[8], 1000),

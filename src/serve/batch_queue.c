@@ -36,20 +36,19 @@ static int compatible_waiting(const pmt_serve_queue *q, const pmt_serve_job *lea
 static int take_batch(pmt_serve_queue *q, pmt_serve_item **batch) {
     const pmt_serve_job *lead = q->head->job;
     int n = 0;
-    pmt_serve_item **link = &q->head, *prev = NULL;
-    while (*link && n < q->max_batch) {
+    for (pmt_serve_item **link = &q->head; *link && n < q->max_batch;) {
         pmt_serve_item *it = *link;
         if (same_options(it->job, lead)) {
             batch[n++] = it;
             *link = it->next;
         } else {
-            prev = it;
             link = &it->next;
         }
     }
-    q->tail = prev;
+    /* The tail is found again from the head: the loop may stop at a full
+     * batch before it reaches the end of the queue. */
+    q->tail = q->head;
     while (q->tail && q->tail->next) q->tail = q->tail->next;
-    if (!q->head) q->tail = NULL;
     return n;
 }
 
@@ -129,6 +128,9 @@ static void free_buffers(pmt_serve_queue *q) {
 
 static void *worker_main(void *arg) {
     pmt_serve_queue *q = arg;
+    /* OpenMP's thread count is a per-thread setting: a new thread starts
+     * from the default (every core), not from what main() chose. */
+    pmt_set_threads(q->threads);
     pthread_mutex_lock(&q->lock);
     for (;;) {
         while (!q->head && !q->stop) pthread_cond_wait(&q->work, &q->lock);
@@ -159,7 +161,7 @@ static void *worker_main(void *arg) {
 }
 
 int pmt_serve_queue_start(pmt_serve_queue *q, pmt_translator *tr, pmt_metrics *metrics, int max_batch,
-                          int max_wait_ms, char *err, size_t errlen) {
+                          int max_wait_ms, int threads, char *err, size_t errlen) {
     memset(q, 0, sizeof *q);
     if (max_batch < 1 || max_batch > tr->max_batch || max_wait_ms < 0) {
         snprintf(err, errlen, "batch queue: max batch %d must be in [1, %d] and max wait %d ms >= 0", max_batch,
@@ -170,6 +172,7 @@ int pmt_serve_queue_start(pmt_serve_queue *q, pmt_translator *tr, pmt_metrics *m
     q->metrics = metrics;
     q->max_batch = max_batch;
     q->max_wait = 1e-3 * max_wait_ms;
+    q->threads = threads;
     q->batch = calloc((size_t)max_batch, sizeof *q->batch);
     q->lines = calloc((size_t)max_batch, sizeof *q->lines);
     q->res = calloc((size_t)max_batch, sizeof *q->res);

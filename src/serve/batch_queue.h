@@ -57,6 +57,7 @@ typedef struct pmt_serve_queue {
     pmt_aligner aligner;
     int max_batch;
     double max_wait;             /* seconds */
+    int threads;                 /* decoding threads (0 = all cores) */
     pthread_mutex_t lock;
     pthread_cond_t work;
     pmt_serve_item *head, *tail;
@@ -69,9 +70,10 @@ typedef struct pmt_serve_queue {
     pmt_translation *res;
 } pmt_serve_queue;
 
-/* Starts the worker. 0, or -1 with err. */
+/* Starts the worker, which decodes with `threads` threads (0 = all cores).
+ * 0, or -1 with err. */
 int pmt_serve_queue_start(pmt_serve_queue *q, pmt_translator *tr, pmt_metrics *metrics, int max_batch,
-                          int max_wait_ms, char *err, size_t errlen);
+                          int max_wait_ms, int threads, char *err, size_t errlen);
 /* Translates every sentence of job (blocking). 0, or -1 with job->err
  * (out of memory, or the translator failed). */
 int pmt_serve_queue_submit(pmt_serve_queue *q, pmt_serve_job *job);

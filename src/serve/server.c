@@ -550,7 +550,8 @@ int pmt_server_start(pmt_server *s, const pmt_serve_options *opt, char *err, siz
     pmt_metrics_init(&s->metrics);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->idle, NULL);
-    if (pmt_serve_queue_start(&s->queue, &s->tr, &s->metrics, opt->max_batch, opt->max_wait_ms, err, errlen) != 0)
+    if (pmt_serve_queue_start(&s->queue, &s->tr, &s->metrics, opt->max_batch, opt->max_wait_ms, opt->threads, err,
+                              errlen) != 0)
         goto fail;
     s->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | (ipv6 ? MHD_USE_IPv6 : 0),

@@ -38,6 +38,7 @@ typedef struct pmt_serve_options {
     int max_wait_ms;             /* wait for a batch to fill */
     int timeout_s;               /* idle connection timeout */
     int max_connections;
+    int threads;                 /* decoding threads (0 = all cores) */
     pmt_serve_limits limits;     /* default_beam/max_beam included */
     pmt_decode_options decode;   /* normalize, max_length_* (beam and n-best per request) */
 } pmt_serve_options;
