@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_layering.sh — includes run one way down the layers of src/:
-#   cli → tools → train → eval → translate → model → data, nn → core
+#   cli → tools, serve → train → eval → translate → model → data, nn → core
 # A file in src/X/ may include "Y/..." only when Y is X or a lower layer;
 # data and nn are siblings and include neither each other. Fails naming every
 # include that climbs back up.
