@@ -13,7 +13,7 @@
 
 #include "cli/commands.h"
 #include "core/config.h"
-#include "core/runtime.h"
+#include "core/threads.h"
 #include "serve/server.h"
 
 static void usage(FILE *out) {
@@ -54,13 +54,9 @@ int cmd_serve(int argc, char **argv) {
     const char *val[12];
     pmt_config cfg;
     char err[512];
-    int help, dump;
-    pmt_config_defaults(&cfg);
-    if (pmt_config_parse_args(&cfg, argc, argv, extra, val, &help, &dump, err, sizeof err) != 0) {
-        fprintf(stderr, "projmt serve: %s\n", err);
-        return 2;
-    }
-    if (help) { usage(stdout); return 0; }
+    int dump = 0;
+    int parsed = cmd_parse_args("serve", argc, argv, extra, val, usage, &cfg, &dump);
+    if (parsed != CMD_CONTINUE) return parsed;
     if (dump) { pmt_config_dump(&cfg, stdout); return 0; }
     if (!cfg.model[0]) {
         fprintf(stderr, "projmt serve: --model FILE is required (see --help)\n");

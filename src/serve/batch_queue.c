@@ -11,7 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/runtime.h"
+#include "core/clock.h"
+#include "core/threads.h"
 #include "data/spm.h"
 
 struct pmt_serve_item {

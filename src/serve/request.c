@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "translate/translator.h"
+#include "core/utf8.h"
 
 int pmt_serve_parse_json(const char *body, size_t len, json_t **obj, int *replaced, char *err, size_t errlen) {
     *obj = NULL;
@@ -73,7 +73,7 @@ static int get_bool(const json_t *obj, const char *key, int *value) {
 
 static size_t code_points(const char *s, size_t n) {
     size_t count = 0;
-    for (size_t i = 0; i < n; i++) count += ((unsigned char)s[i] & 0xC0) != 0x80;
+    for (const char *p = s; p < s + n; count++) pmt_utf8_next(&p);
     return count;
 }
 

@@ -19,7 +19,8 @@
 
 #include <microhttpd.h>
 
-#include "core/runtime.h"
+#include "core/clock.h"
+#include "core/utf8.h"
 #include "serve/page.h"
 
 /* ---- routes ---------------------------------------------------------- */
