@@ -2,21 +2,28 @@
 # setup.sh — installs what projmt needs on Debian 12 (idempotent; fast when all is present).
 #   bash scripts/setup.sh           build + run dependencies
 #   bash scripts/setup.sh --all     also what the tests and the study use: MPI, matplotlib,
-#                                   curl and Chromium (the `projmt serve` tests)
+#                                   curl and Chromium (the `projmt serve` tests),
+#                                   sacreBLEU's Python dependencies (the cross-check test
+#                                   loads ../shared/tools/sacrebleu through PYTHONPATH),
+#                                   clang, libFuzzer and libomp (scripts/fuzz.sh, scripts/tsan.sh)
+#   bash scripts/setup.sh --fuzz    build dependencies + clang, libFuzzer and libomp only
 #   bash scripts/setup.sh --torch   also PyTorch, only to regenerate the reference
 #                                   fixtures (tests/reference/make_fixture.py)
 set -euo pipefail
 
 required=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev zlib1g-dev
           libsentencepiece-dev sentencepiece libinih-dev libedit-dev libmicrohttpd-dev libjansson-dev)
-optional=(libopenmpi-dev openmpi-bin python3-numpy python3-matplotlib curl chromium)
+fuzz=(clang-14 libclang-rt-14-dev libomp-14-dev)
+sacrebleu_deps=(python3-regex python3-tabulate python3-portalocker python3-colorama python3-lxml)
+optional=(libopenmpi-dev openmpi-bin python3-numpy python3-matplotlib curl chromium "${sacrebleu_deps[@]}" "${fuzz[@]}")
 
 want=("${required[@]}")
 case "${1:-}" in
   --all) want+=("${optional[@]}") ;;
+  --fuzz) want+=("${fuzz[@]}") ;;
   --torch) want+=("${optional[@]}" python3-torch) ;;
   "") ;;
-  *) echo "setup: unknown option $1 (use --all or --torch)" >&2; exit 2 ;;
+  *) echo "setup: unknown option $1 (use --all, --fuzz or --torch)" >&2; exit 2 ;;
 esac
 
 missing=()

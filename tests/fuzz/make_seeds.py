@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""make_seeds.py — writes the small, made-up seed inputs of the fuzz targets
+into tests/fuzz/seeds/<target>/ (committed; rerun after a file format
+changes). The binary seeds follow the layouts in model/checkpoint.h and
+data/corpus.h; the first byte of the loader seeds is the framing of
+tests/fuzz/fuzz_common.h (2 = gzip with the crc32 fixed up), so they decode
+to valid files that the fuzzer then mutates."""
+import os
+import struct
+import sys
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FRAME_RAW, FRAME_GZIP, FRAME_GZIP_CRC = 0, 1, 2
+
+
+def write(target, name, data):
+    folder = os.path.join(HERE, "seeds", target)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data)
+
+
+def with_crc(body):
+    return body + struct.pack("<I", zlib.crc32(body) & 0xFFFFFFFF)
+
+
+def checkpoint_body(flags, version=1):
+    """A checkpoint of format `version` with one 2x3 tensor and no tokenizer."""
+    config = b"[model]\nd_model = 4\nn_heads = 2\nmax_len = 8\n"
+    body = b"PMTCKPT\0" + struct.pack("<II", version, flags)
+    body += struct.pack("<Q", len(config)) + config
+    body += struct.pack("<Q", 0)                                  # no SentencePiece bytes
+    body += struct.pack("<ii", 4, 1)                              # vocab, tensors
+    body += b"tok_embedding".ljust(64, b"\0") + struct.pack("<iiQQ", 2, 3, 0, 6)
+    body += struct.pack("<Q", 6) + struct.pack("<6f", 0.5, -1, 2, 0, 0.25, 3)
+    if flags & 1:
+        body += struct.pack("<6f", *[0.1] * 6) + struct.pack("<6f", *[0.01] * 6) + struct.pack("<qqq", 7, 0, 1)
+    if flags & 2:
+        state = struct.pack("<qqqQqdqdq", 7, 1, 2, 1, 1, 2.5, 0, 12.0, 300) + struct.pack("<ddd", 1, 2, 3)
+        state += struct.pack("<qqqq", 10, 5, 2, 12) + struct.pack("<d", 0.5)
+        body += struct.pack("<I", len(state)) + state
+    return with_crc(body)
+
+
+def corpus_body(pairs):
+    src = [p[0] for p in pairs]
+    tgt = [p[1] for p in pairs]
+
+    def offsets(side):
+        out, total = [0], 0
+        for ids in side:
+            total += len(ids)
+            out.append(total)
+        return out
+
+    body = b"PMTTOK\0\1" + struct.pack("<IIQQ", 1, len(pairs), sum(map(len, src)), sum(map(len, tgt)))
+    for side in (src, tgt):
+        body += struct.pack("<%dQ" % (len(side) + 1), *offsets(side))
+    for side in (src, tgt):
+        flat = [i for ids in side for i in ids]
+        body += struct.pack("<%di" % len(flat), *flat)
+    return with_crc(body)
+
+
+def main():
+    for flags in range(4):
+        write("checkpoint", "v1-flags%d" % flags, bytes([FRAME_GZIP_CRC]) + checkpoint_body(flags))
+    write("checkpoint", "raw-garbage", bytes([FRAME_RAW]) + b"not a checkpoint\n")
+    write("corpus", "three-pairs", bytes([FRAME_GZIP_CRC]) + corpus_body([([5, 6, 7], [8, 9]), ([], [4]), ([10], [11, 12, 13])]))
+    write("corpus", "empty", bytes([FRAME_GZIP_CRC]) + corpus_body([]))
+    write("corpus", "raw-gzip-text", bytes([FRAME_RAW]) + zlib.compress(b"hello"))
+
+    ini = b"[model]\nd_model = 32\nn_heads = 4\nattention = projection\nsigma = learned\n" \
+          b"[train]\nlr = 1e-3\nsave_dir = models/x\nearly_stopping_metric = bleu\n; comment\n"
+    write("config", "string-ini", b"\0" + ini)
+    write("config", "file-ini", b"\1" + ini + b"seed = 18446744073709551615\nmax_ratio=2.5e0\n")
+    write("config", "argv", b"\2--beam\0" + b"4\0--lr=1e-3\0--decoder-self\0projection\0-i\0in.txt\0--scores")
+    write("config", "argv-bad", b"\2--beam-size\0 1e3\0--nope\0")
+
+    write("metrics", "numbers", "El 3.5% de 1,000 niños (¡sí!) dijo \"hola\".\nEl 3.5 % de 1000 niños dijo hola .".encode())
+    write("metrics", "markup", b"a &quot;b&quot; &amp; c &lt;d&gt; -- e-mail x.,y\nu.s.a. e-mail\t\xc2\xa0z")
+    write("metrics", "cjk", "日本 語 テスト\u3000x\n日本語".encode())
+
+    write("prepare", "tsv", "Go.\tVe.\tCC-BY x\nHi!  \t ¡Hola!\nno tab here\n\tempty\nGo.\tVe.\n".encode())
+    write("prepare", "aligned", b"\1" + "one two\r\nthree\n\xff bad\n".encode() + b"\0" + "uno dos\ntres\nmalo\n".encode())
+
+    write("translate", "two-lines", "\0the red kite\n¿dónde están las llaves?".encode())
+    write("translate", "beam-long", ("\x05" + "my neighbour bakes bread " * 6 + "\n\n  \t\nowls\xc0\xaf").encode("latin-1", "replace"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
