@@ -6,6 +6,8 @@
  */
 #include "core/config.h"
 
+#include "core/path.h"
+
 #include <errno.h>
 #include <ini.h>
 #include <math.h>
@@ -13,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { T_INT, T_ULONG, T_DOUBLE, T_STRING, T_KIND, T_SIGMA } field_type;
+/* T_PATH is a T_STRING naming a file or folder: checked by pmt_path_check
+ * ("" is allowed and means unset; whoever needs the path refuses ""). */
+typedef enum { T_INT, T_ULONG, T_DOUBLE, T_STRING, T_PATH, T_KIND, T_SIGMA } field_type;
 
 typedef struct {
     const char *key;      /* INI key; the CLI flag is the same with '-' for '_' */
@@ -29,10 +33,10 @@ typedef struct {
     {key, type, offsetof(pmt_config, member), sizeof(((pmt_config *)0)->member), dflt, group, help}
 
 static const field fields[] = {
-    F("corpus", T_STRING, corpus, "", "data", "Anki/Tatoeba TSV: English<TAB>Spanish[<TAB>attribution]"),
-    F("src_file", T_STRING, src_file, "", "data", "aligned plain-text source (English) file"),
-    F("tgt_file", T_STRING, tgt_file, "", "data", "aligned plain-text target (Spanish) file"),
-    F("data_dir", T_STRING, data_dir, "data/spa-eng", "data,train", "prepared data directory"),
+    F("corpus", T_PATH, corpus, "", "data", "Anki/Tatoeba TSV: English<TAB>Spanish[<TAB>attribution]"),
+    F("src_file", T_PATH, src_file, "", "data", "aligned plain-text source (English) file"),
+    F("tgt_file", T_PATH, tgt_file, "", "data", "aligned plain-text target (Spanish) file"),
+    F("data_dir", T_PATH, data_dir, "data/spa-eng", "data,train", "prepared data directory"),
     F("valid_size", T_INT, valid_size, "2000", "data", "sentence pairs held out for validation"),
     F("test_size", T_INT, test_size, "2000", "data", "sentence pairs held out for test"),
     F("max_words", T_INT, max_words, "50", "data", "drop pairs with a side longer than this many words"),
@@ -72,14 +76,14 @@ static const field fields[] = {
     F("minutes", T_DOUBLE, minutes, "0", "train", "stop after this many minutes (0 = no limit)"),
     F("log_every", T_INT, log_every, "50", "train", "log a training row every K steps"),
     F("valid_every", T_INT, valid_every, "1000", "train", "validate every M steps (and at each epoch end)"),
-    F("save_dir", T_STRING, save_dir, "models/run", "train", "run folder: checkpoints and train.tsv"),
+    F("save_dir", T_PATH, save_dir, "models/run", "train", "run folder: checkpoints and train.tsv"),
     F("threads", T_INT, threads, "0", "train,translate", "threads (0 = all cores)"),
     F("max_bad_steps", T_INT, max_bad_steps, "10", "train", "stop after this many consecutive NaN/Inf steps"),
     F("valid_bleu_sentences", T_INT, valid_bleu_sentences, "500", "train", "validation BLEU/chrF on this many sentences (0 = off)"),
     F("early_stopping_metric", T_STRING, early_stopping_metric, "loss", "train", "best checkpoint metric: loss | accuracy | bleu | chrf"),
     F("patience", T_INT, patience, "0", "train", "stop after this many validations without improvement (0 = off)"),
 
-    F("model", T_STRING, model, "", "translate", "checkpoint file"),
+    F("model", T_PATH, model, "", "translate", "checkpoint file"),
     F("beam_size", T_INT, beam_size, "4", "translate", "beam size (1 = greedy)"),
     F("n_best", T_INT, n_best, "1", "translate", "hypotheses printed per sentence"),
     F("normalize", T_DOUBLE, normalize, "1.0", "translate", "length normalization: score / length^alpha"),
@@ -115,17 +119,55 @@ static int parse_kind(const char *v) {
     return -1;
 }
 
+int pmt_parse_int(const char *text, int min, int max, int *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || errno || v < min || v > max) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int pmt_parse_int_option(const char *what, const char *text, int min, int max, int *out, char *err, size_t errlen) {
+    if (pmt_parse_int(text, min, max, out) == 0) return 0;
+    snprintf(err, errlen, "invalid value '%s' for %s: need a whole number from %d to %d", text, what, min, max);
+    return -1;
+}
+
+/* Every config is stored as INI text inside its checkpoints and read back
+ * with libinih, which strips surrounding whitespace, ends a value at a ';'
+ * that follows whitespace (an inline comment) and a line at a newline. A
+ * string that would not read back as itself is refused when set, so a
+ * checkpoint always restores the config it was trained with. */
+static int ini_safe(const field *f, const char *value, char *err, size_t errlen) {
+    size_t n = strlen(value);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)value[i];
+        const char *why = NULL;
+        if (c < 0x20 || c == 0x7f) why = "a control character";
+        else if (c == ';' && (i == 0 || value[i - 1] == ' ')) why = "a ';' at its start or after a space";
+        if (why) {
+            snprintf(err, errlen, "value of '%s' contains %s (byte %zu), which the stored config cannot hold",
+                     f->key, why, i);
+            return -1;
+        }
+    }
+    if (n > 0 && (value[0] == ' ' || value[n - 1] == ' ')) {
+        snprintf(err, errlen, "value of '%s' starts or ends with a space, which the stored config cannot hold",
+                 f->key);
+        return -1;
+    }
+    return 0;
+}
+
 static int set_field(pmt_config *cfg, const field *f, const char *value, char *err, size_t errlen) {
     char *p = (char *)cfg + f->offset;
     char *end = NULL;
     errno = 0;
     switch (f->type) {
-    case T_INT: {
-        long v = strtol(value, &end, 10);
-        if (end == value || *end || errno || v < -2147483647L || v > 2147483647L) goto bad;
-        *(int *)p = (int)v;
+    case T_INT:
+        if (pmt_parse_int(value, -2147483647, 2147483647, (int *)p) != 0) goto bad;
         return 0;
-    }
     case T_ULONG: {
         if (value[0] == '-') goto bad;
         unsigned long v = strtoul(value, &end, 10);
@@ -139,7 +181,11 @@ static int set_field(pmt_config *cfg, const field *f, const char *value, char *e
         *(double *)p = v;
         return 0;
     }
+    case T_PATH:
+        if (pmt_path_check(f->key, value, 1, err, errlen) != 0) return -1;
+        /* fall through - stored like any string */
     case T_STRING:
+        if (ini_safe(f, value, err, errlen) != 0) return -1;
         if (strlen(value) >= f->size) {
             snprintf(err, errlen, "value of '%s' is too long (max %zu bytes)", f->key, f->size - 1);
             return -1;
@@ -197,7 +243,8 @@ static void format_field(const pmt_config *cfg, const field *f, char *buf, size_
     case T_INT: snprintf(buf, len, "%d", *(const int *)p); break;
     case T_ULONG: snprintf(buf, len, "%lu", *(const unsigned long *)p); break;
     case T_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)p); break;
-    case T_STRING: snprintf(buf, len, "%s", p); break;
+    case T_STRING:
+    case T_PATH: snprintf(buf, len, "%s", p); break;
     case T_KIND: snprintf(buf, len, "%s", pmt_attention_kind_name(*(const int *)p)); break;
     case T_SIGMA: snprintf(buf, len, "%s", *(const int *)p ? "learned" : "fixed"); break;
     }
@@ -310,6 +357,8 @@ int pmt_config_load_string(pmt_config *cfg, const char *text, char *err, size_t 
 
 int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen) {
 #define REQUIRE(cond, ...) do { if (!(cond)) { snprintf(err, errlen, __VA_ARGS__); return -1; } } while (0)
+    REQUIRE(cfg->data_dir[0], "data_dir is empty: give the folder `projmt prepare` wrote");
+    REQUIRE(cfg->save_dir[0], "save_dir is empty: give the run folder for checkpoints and train.tsv");
     REQUIRE(cfg->d_model > 0 && cfg->n_heads > 0 && cfg->d_model % cfg->n_heads == 0,
             "d_model (%d) must be a positive multiple of n_heads (%d)", cfg->d_model, cfg->n_heads);
     REQUIRE(cfg->d_model % 2 == 0, "d_model (%d) must be even (sinusoidal positions)", cfg->d_model);

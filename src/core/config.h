@@ -100,4 +100,11 @@ int pmt_config_parse_args(pmt_config *cfg, int argc, char **argv,
 
 const char *pmt_attention_kind_name(int kind);
 
+/* Checked integer parsing for every number read from a user: the whole of
+ * text must be a base-10 integer in [min, max] ("1e3", "4x", "" and
+ * overflows are refused, unlike atoi). 0 and *out set, or -1 (*out kept). */
+int pmt_parse_int(const char *text, int min, int max, int *out);
+/* Same with a message naming the option: "invalid value '1e3' for --beam: ...". */
+int pmt_parse_int_option(const char *what, const char *text, int min, int max, int *out, char *err, size_t errlen);
+
 #endif
