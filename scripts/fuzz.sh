@@ -31,9 +31,10 @@ fi
 build="$root/build-fuzz"
 # OpenBLAS's pthread build: the OpenMP one is tied to libgomp, clang's
 # OpenMP is libomp, and one process should not carry both runtimes.
+mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPROJMT_FUZZ=ON \
-    -DPROJMT_BLAS_THREADING=pthread -DPROJMT_MPI=OFF >"$build.configure.log" 2>&1 ||
-    { cat "$build.configure.log" >&2; exit 1; }
+    -DPROJMT_BLAS_THREADING=pthread -DPROJMT_MPI=OFF >"$build/configure.log" 2>&1 ||
+    { cat "$build/configure.log" >&2; exit 1; }
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}" >/dev/null
 
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
