@@ -15,7 +15,7 @@
 #include "tools/attention_dump.h"
 #include "cli/commands.h"
 #include "core/config.h"
-#include "core/fileio.h"
+#include "core/path.h"
 #include "core/threads.h"
 #include "translate/translator.h"
 
@@ -35,16 +35,6 @@ static void print_usage(FILE *out) {
             "  --tgt TEXT        Spanish sentence to attend with (default: greedy translation)\n"
             "  --out DIR         output folder (created if missing)\n"
             "  --threads N       threads (0 = all cores)\n");
-}
-
-/* Creates dir and its parents unless they exist; 0, or -1 after printing why. */
-static int ensure_dir(const char *dir) {
-    char failed[PMT_PATH_MAX];
-    if (pmt_make_dirs(dir, failed, sizeof failed) != 0) {
-        fprintf(stderr, "projmt attention: cannot create output folder '%s': %s\n", failed, strerror(errno));
-        return -1;
-    }
-    return 0;
 }
 
 /* The model's greedy translation of source (owned by t until its next
@@ -104,7 +94,15 @@ int cmd_attention(int argc, char **argv) {
         fprintf(stderr, "projmt attention: --model CKPT, --src TEXT and --out DIR are required (see --help)\n");
         return 2;
     }
-    if (ensure_dir(values[OPT_OUT]) != 0) return 1;
+    if (pmt_path_check("--model", values[OPT_MODEL], 0, err, sizeof err) != 0 ||
+        pmt_path_check("--out", values[OPT_OUT], 0, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt attention: %s\n", err);
+        return 2;
+    }
+    if (pmt_path_make_dirs("--out", values[OPT_OUT], err, sizeof err) != 0) {
+        fprintf(stderr, "projmt attention: %s\n", err);
+        return 1;
+    }
     pmt_set_threads(cfg.threads);
     /* The translator holds the model and tokenizer the dump needs, and
      * translates when no target is given. */

@@ -151,7 +151,12 @@ int cmd_bench(int argc, char **argv) {
     int parsed = cmd_parse_args("bench", argc, argv, extra, val, usage, &cfg, &dump);
     if (parsed != CMD_CONTINUE) return parsed;
     if (dump) { pmt_config_dump(&cfg, stdout); return 0; }
-    int steps = val[0] ? atoi(val[0]) : 10, warmup = val[1] ? atoi(val[1]) : 2;
+    int steps = 10, warmup = 2;
+    if ((val[0] && pmt_parse_int_option("--steps", val[0], 1, 1 << 30, &steps, err, sizeof err) != 0) ||
+        (val[1] && pmt_parse_int_option("--warmup", val[1], 0, 1 << 30, &warmup, err, sizeof err) != 0)) {
+        fprintf(stderr, "projmt bench: %s\n", err);
+        return 2;
+    }
     const char *modes = val[2] ? val[2] : "standard,projection";
     int synthetic = val[3] != NULL, json = val[4] != NULL;
     if (steps < 1 || warmup < 0) { fprintf(stderr, "projmt bench: --steps must be >= 1 and --warmup >= 0\n"); return 2; }
@@ -159,7 +164,12 @@ int cmd_bench(int argc, char **argv) {
 
     int threads = pmt_set_threads(cfg.threads);
     if (val[5]) {
-        int n = val[6] ? atoi(val[6]) : 1000, batch = val[7] ? atoi(val[7]) : 64;
+        int n = 1000, batch = 64;
+        if ((val[6] && pmt_parse_int_option("--sentences", val[6], 1, 1 << 30, &n, err, sizeof err) != 0) ||
+            (val[7] && pmt_parse_int_option("--decode-batch", val[7], 1, 1 << 20, &batch, err, sizeof err) != 0)) {
+            fprintf(stderr, "projmt bench: %s\n", err);
+            return 2;
+        }
         if (n < 1 || batch < 1) { fprintf(stderr, "projmt bench: --sentences and --decode-batch must be >= 1\n"); return 2; }
         printf("projmt bench --decode: %d threads, %d sentences, batch %d\n", threads, n, batch);
         return bench_decode(&cfg, modes, n, batch, json);

@@ -24,6 +24,7 @@
 #include "cli/commands.h"
 #include "core/config.h"
 #include "core/json.h"
+#include "core/path.h"
 #include "eval/evaluate.h"
 #include "eval/metrics.h"
 #include "core/clock.h"
@@ -224,6 +225,10 @@ static int score_translations(const eval_request *request, const pmt_config *cfg
 static int score_forced(const eval_request *request, const pmt_config *cfg) {
     char err[2048];
     pmt_eval_forced_result r;
+    if (pmt_path_check("--data-dir", cfg->data_dir, 0, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt eval: %s\n", err);
+        return 2;
+    }
     pmt_set_threads(cfg->threads);
     if (pmt_eval_forced_split(request->model_path, cfg->data_dir, request->split, &r, err, sizeof err) != 0) {
         fprintf(stderr, "projmt eval: %s\n", err);
@@ -292,6 +297,17 @@ static int build_request(const char *const *values, eval_request *request) {
     request->src_path = values[OPT_SRC];
     request->hyp_out = values[OPT_HYP_OUT];
     request->json = values[OPT_JSON] != NULL;
+    static const int path_options[] = {OPT_HYP, OPT_REF, OPT_MODEL, OPT_SRC, OPT_HYP_OUT};
+    for (size_t i = 0; i < sizeof path_options / sizeof *path_options; i++) {
+        const char *value = values[path_options[i]];
+        char what[64];
+        snprintf(what, sizeof what, "--%.*s", (int)strcspn(eval_options[path_options[i]], "="),
+                 eval_options[path_options[i]]);
+        if (value && pmt_path_check(what, value, 0, err, sizeof err) != 0) {
+            fprintf(stderr, "projmt eval: %s\n", err);
+            return -1;
+        }
+    }
     if (choose_mode(request, &request->mode) != 0) return -1;
     const char *metrics = values[OPT_METRICS] ? values[OPT_METRICS] : "bleu,chrf";
     if (pmt_metrics_parse_list(metrics, &request->metrics, err, sizeof err) != 0) {

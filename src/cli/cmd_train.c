@@ -54,6 +54,11 @@ static int train_command(int argc, char **argv) {
         if (pmt_dist_is_root()) pmt_config_dump(&cfg, stdout);
         return 0;
     }
+    /* Settings are checked before any data is read (training checks again). */
+    if (pmt_config_validate(&cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt train: %s\n", err);
+        return 2;
+    }
     pmt_train_options opt = {extra_val[0] != NULL, extra_val[1] != NULL, 1};
     pmt_valid_bleu vb;
     pmt_train_hooks hooks = {&vb, NULL, pmt_valid_bleu_hook};

@@ -27,6 +27,7 @@
 #include "cli/commands.h"
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/path.h"
 #include "translate/translator.h"
 
 enum { FILE_BATCH = 32 };
@@ -127,14 +128,14 @@ static int prompt_command(pmt_translator *t, const char *cmd) {
     if (!strcmp(cmd, ":quit") || !strcmp(cmd, ":q")) return 1;
     if (!strcmp(cmd, ":help")) {
         prompt_help();
-    } else if (sscanf(cmd, ":beam %d", &value) == 1) {
+    } else if (!strncmp(cmd, ":beam ", 6) && pmt_parse_int(cmd + 6, -1000000, 1000000, &value) == 0) {
         opt.beam_size = value;
         if (opt.n_best > value) opt.n_best = value > 0 ? value : 1;
         if (value < 1 || pmt_translator_set_options(t, &opt, err, sizeof err) != 0)
             printf("cannot set beam %d%s%s\n", value, value < 1 ? "" : ": ", value < 1 ? "" : err);
         else
             printf("beam size %d\n", value);
-    } else if (sscanf(cmd, ":nbest %d", &value) == 1) {
+    } else if (!strncmp(cmd, ":nbest ", 7) && pmt_parse_int(cmd + 7, -1000000, 1000000, &value) == 0) {
         opt.n_best = value;
         if (pmt_translator_set_options(t, &opt, err, sizeof err) != 0) printf("%s\n", err);
         else printf("n-best %d\n", value);
@@ -193,13 +194,19 @@ int cmd_translate(int argc, char **argv) {
     int dump = 0;
     int parsed = cmd_parse_args("translate", argc, argv, extra, val, usage, &cfg, &dump);
     if (parsed != CMD_CONTINUE) return parsed;
-    if (val[3]) cfg.beam_size = atoi(val[3]);
+    int batch = val[0] ? FILE_BATCH : 1;
+    if ((val[3] && pmt_config_set(&cfg, "beam_size", val[3], err, sizeof err) != 0) ||
+        (val[2] && pmt_parse_int_option("--batch", val[2], 1, 1 << 20, &batch, err, sizeof err) != 0) ||
+        (val[0] && pmt_path_check("-i", val[0], 0, err, sizeof err) != 0) ||
+        (val[1] && pmt_path_check("-o", val[1], 0, err, sizeof err) != 0)) {
+        fprintf(stderr, "projmt translate: %s\n", err);
+        return 2;
+    }
     if (dump) { pmt_config_dump(&cfg, stdout); return 0; }
     if (!cfg.model[0]) {
         fprintf(stderr, "projmt translate: --model FILE is required (see --help)\n");
         return 2;
     }
-    int batch = val[2] ? atoi(val[2]) : (val[0] ? FILE_BATCH : 1);
     if (batch < 1 || cfg.beam_size < 1 || cfg.n_best < 1 || cfg.n_best > cfg.beam_size) {
         fprintf(stderr, "projmt translate: need --batch >= 1, --beam >= 1 and 1 <= --n-best <= beam\n");
         return 2;

@@ -18,7 +18,7 @@
 #include "data/batcher.h"
 #include "model/checkpoint.h"
 #include "train/dist.h"
-#include "core/fileio.h"
+#include "core/path.h"
 #include "core/rng.h"
 #include "core/clock.h"
 #include "core/threads.h"
@@ -557,11 +557,7 @@ static int setup(trainer *t, char *err, size_t errlen) {
     /* Data parallelism: only rank 0 writes files (and reads last.ckpt), so
      * save_dir need exist on its machine only. */
     const int root = pmt_dist_is_root();
-    char failed[PMT_PATH_MAX];
-    if (root && pmt_make_dirs(c->save_dir, failed, sizeof failed) != 0) {
-        snprintf(err, errlen, "cannot create directory '%s': %s", failed, strerror(errno));
-        return -1;
-    }
+    if (root && pmt_path_make_dirs("save_dir", c->save_dir, err, errlen) != 0) return -1;
     snprintf(t->last_path, sizeof t->last_path, "%s/last.ckpt", c->save_dir);
     snprintf(t->best_path, sizeof t->best_path, "%s/best.ckpt", c->save_dir);
     snprintf(t->tsv_path, sizeof t->tsv_path, "%s/train.tsv", c->save_dir);

@@ -14,7 +14,7 @@
 
 #include "data/prepare_internal.h"
 #include "fuzz_common.h"
-#include "translate/translator.h"
+#include "core/utf8.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
+#include "core/utf8.h"
 #include "testutil.h"
 #include "translate/translator.h"
 
