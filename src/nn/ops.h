@@ -89,7 +89,13 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
  * σ_h² = exp(2 * log_sigma[h]). q [B*T, C]; k [B*S, C] (k may equal q for
  * self-attention: pass the same pointer, and the same pointer for dq and dk).
  * probs [B, NH, T, S] saved for backward. All three distance terms are
- * back-propagated. dlog_sigma [NH] may be NULL when σ is fixed. */
+ * back-propagated. dlog_sigma [NH] may be NULL when σ is fixed.
+ * log σ is clamped to [PMT_LOG_SIGMA_MIN, PMT_LOG_SIGMA_MAX] (σ² from e^-8
+ * to e^16; the fixed σ² = √HS is well inside): a learned σ → 0 would make
+ * 1/(2σ²) overflow and the distance-0 diagonal of self-attention NaN.
+ * Beyond the clamp the gradient of log σ is 0. */
+#define PMT_LOG_SIGMA_MIN (-4.0)
+#define PMT_LOG_SIGMA_MAX 8.0
 void projattn_forward(float *out, float *probs, const float *q, const float *k,
                       const float *log_sigma, const int32_t *klen, int causal,
                       int B, int T, int S, int C, int NH);

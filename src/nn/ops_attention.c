@@ -255,9 +255,17 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
 
 /* ---- projection attention ---- */
 
-/* c_h = 1 / (2 σ_h²) with σ_h² = exp(2 log_sigma[h]). */
+/* log σ_h limited to [PMT_LOG_SIGMA_MIN, PMT_LOG_SIGMA_MAX] (ops.h). Without
+ * it a learned log σ drifting to about −44 makes c overflow to +inf, and the
+ * self-attention diagonal (distance 0) gives inf · 0 = NaN. NaN passes
+ * through (the comparisons are false), so a broken step is still seen. */
+static inline double clamp_log_sigma(float v) {
+    return v < PMT_LOG_SIGMA_MIN ? PMT_LOG_SIGMA_MIN : v > PMT_LOG_SIGMA_MAX ? PMT_LOG_SIGMA_MAX : (double)v;
+}
+
+/* c_h = 1 / (2 σ_h²) with σ_h² = exp(2 log σ_h), log σ_h clamped. */
 static inline float inv_two_sigma2(const float *log_sigma, int h) {
-    return (float)(0.5 * exp(-2.0 * (double)log_sigma[h]));
+    return (float)(0.5 * exp(-2.0 * clamp_log_sigma(log_sigma[h])));
 }
 
 /* Squared norms of the head-h slices of n rows of x starting at row r0. */
@@ -427,6 +435,8 @@ void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dou
         }
         for (int i = 0; i < n; i++) sig[(base + i) % NH] += part[i];
     }
+    /* Outside the clamp the forward is flat in log σ: no gradient. */
     if (want_sigma)
-        for (int h = 0; h < NH; h++) dlog_sigma[h] += (float)sig[h];
+        for (int h = 0; h < NH; h++)
+            if (log_sigma[h] >= PMT_LOG_SIGMA_MIN && log_sigma[h] <= PMT_LOG_SIGMA_MAX) dlog_sigma[h] += (float)sig[h];
 }
