@@ -3,17 +3,27 @@
 # sacreBLEU (Python) on a few hundred made-up sentence pairs that stress the
 # 13a rules (numbers, punctuation, entities, dashes) and UTF-8 (¿¡ñ, CJK,
 # no-break spaces). Both BLEU and chrF must agree to 2 decimal places.
-# Skips (exit 77) when no Python with sacrebleu is installed. $1 = build dir.
+# sacreBLEU comes from the source copy next to the checkout
+# (../shared/tools/sacrebleu, or $PROJMT_SACREBLEU_DIR) through PYTHONPATH,
+# or from an installed package; its Debian dependencies come from
+# `scripts/setup.sh --all`. Skips (exit 77) only when neither imports.
+# $1 = build dir.
 set -u
 build_dir=${1:?usage: test_metrics_sacrebleu.sh BUILD_DIR}
 projmt="$build_dir/projmt"
+source_dir=${PROJMT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+sacrebleu_dir=${PROJMT_SACREBLEU_DIR:-$source_dir/../shared/tools/sacrebleu}
+if [ -d "$sacrebleu_dir/sacrebleu" ]; then
+    export PYTHONPATH="$sacrebleu_dir${PYTHONPATH:+:$PYTHONPATH}"
+fi
 
 python=""
 for candidate in /usr/bin/python3 python3; do
     if "$candidate" -c 'import sacrebleu' >/dev/null 2>&1; then python=$candidate; break; fi
 done
 if [ -z "$python" ]; then
-    echo "SKIPPED: sacrebleu is not importable by /usr/bin/python3 or python3"
+    echo "SKIPPED: sacrebleu is not importable by /usr/bin/python3 or python3 (looked in $sacrebleu_dir;" \
+         "run scripts/setup.sh --all for its dependencies)"
     exit 77
 fi
 
