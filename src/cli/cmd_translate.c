@@ -28,6 +28,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/path.h"
+#include "core/signals.h"
 #include "translate/translator.h"
 
 enum { FILE_BATCH = 32 };
@@ -76,6 +77,12 @@ static void clean_line(char *line, ssize_t len) {
         if (line[i] == '\0') line[i] = (char)0xC0;
 }
 
+/* SIGINT / SIGTERM in stream and batched modes: the batch in progress is
+ * finished and flushed, so every line written is whole and line i of the
+ * output is the translation of input line i. */
+static volatile sig_atomic_t g_stop_signal = 0;
+static void on_stop_signal(int signo) { g_stop_signal = signo; }
+
 /* Stream and batched modes. Returns the exit status. */
 static int run_stream(pmt_translator *t, FILE *in, FILE *out, int batch, output_mode mode) {
     char **lines = calloc((size_t)batch, sizeof *lines);
@@ -88,10 +95,13 @@ static int run_stream(pmt_translator *t, FILE *in, FILE *out, int batch, output_
         fprintf(stderr, "projmt translate: out of memory\n");
         status = 1;
     }
-    while (!status) {
+    pmt_stop_signals saved;
+    pmt_stop_signals_catch(&saved, on_stop_signal);
+    while (!status && !g_stop_signal) {
         int n = 0;
         ssize_t len;
-        while (n < batch && (len = getline(&lines[n], &caps[n], in)) >= 0) clean_line(lines[n++], len);
+        while (n < batch && !g_stop_signal && (len = getline(&lines[n], &caps[n], in)) >= 0)
+            clean_line(lines[n++], len);
         if (n == 0) break;
         if (pmt_translator_translate(t, (const char *const *)lines, n, res, err, sizeof err) != 0) {
             fprintf(stderr, "projmt translate: %s\n", err);
@@ -103,7 +113,14 @@ static int run_stream(pmt_translator *t, FILE *in, FILE *out, int batch, output_
             perror("projmt translate: writing output");
             status = 1;
         }
-        if (n < batch) break;   /* end of input */
+        if (n < batch) break;   /* end of input (or a stop signal) */
+    }
+    pmt_stop_signals_restore(&saved);
+    if (g_stop_signal && !status) {
+        char name[32];
+        fprintf(stderr, "projmt translate: stopped by %s after %ld lines; every output line is complete\n",
+                pmt_signal_name(g_stop_signal, name, sizeof name), id);
+        status = 128 + g_stop_signal;
     }
     for (int i = 0; lines && i < batch; i++) free(lines[i]);
     free(lines);

@@ -20,6 +20,7 @@
 #include "train/dist.h"
 #include "core/path.h"
 #include "core/rng.h"
+#include "core/signals.h"
 #include "core/clock.h"
 #include "core/threads.h"
 #include "data/spm.h"
@@ -625,22 +626,13 @@ int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_t
     /* Alone: every core. Several ranks on one machine share its cores. */
     pmt_set_threads(cfg->threads > 0 ? cfg->threads : pmt_dist_default_threads());
 
-    struct sigaction old_int, old_term, sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESETHAND;  /* a second Ctrl-C kills at once; the checkpoint on disk stays whole */
-    sigemptyset(&sa.sa_mask);
+    /* A second Ctrl-C kills at once; the checkpoint on disk stays whole. */
+    pmt_stop_signals saved;
     g_stop_signal = 0;
-    if (t->opt->handle_signals) {
-        sigaction(SIGINT, &sa, &old_int);
-        sigaction(SIGTERM, &sa, &old_term);
-    }
+    if (t->opt->handle_signals) pmt_stop_signals_catch(&saved, on_signal);
     int rc = setup(t, err, errlen);
     if (rc == 0) rc = loop(t, res, err, errlen);
-    if (t->opt->handle_signals) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
-    }
+    if (t->opt->handle_signals) pmt_stop_signals_restore(&saved);
     res->steps = t->st.step;
     res->epochs = t->train_b.n_batches ? epochs_done(t) : 0;
     res->valid_loss = t->valid_loss;
