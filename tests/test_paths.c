@@ -6,8 +6,9 @@
  * Checks: "" and names with control characters or surrounding spaces are
  * refused with the setting named; mkdir -p handles repeated and trailing
  * slashes, refuses "" and a file in the way; "1e3", "4x", "" and overflow
- * are not integers; a ';' that libinih would read as a comment is refused,
- * and every accepted string reads back from the stored config unchanged.
+ * are not integers; a ';' that libinih would read as a comment and a value
+ * too long for libinih's line are refused, and every accepted string reads
+ * back from the stored config unchanged.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -76,12 +77,18 @@ static void test_ini_round_trip(void) {
     CHECK(pmt_config_set(&cfg, "save_dir", "runs/a ;b", err, sizeof err) == -1);
     CHECK(pmt_config_set(&cfg, "save_dir", "runs/a\nlr = 5", err, sizeof err) == -1);
     CHECK(pmt_config_set(&cfg, "spm_model_type", "bpe ", err, sizeof err) == -1);
+    char long_dir[400];
+    memset(long_dir, 'd', sizeof long_dir - 1);
+    long_dir[sizeof long_dir - 1] = '\0';
+    CHECK(pmt_config_set(&cfg, "save_dir", long_dir, err, sizeof err) == -1 && strstr(err, "line limit"));
+    long_dir[180] = '\0';   /* "save_dir = " + 180 + "\n" fits a 200-byte line */
+    CHECK_MSG(pmt_config_set(&cfg, "data_dir", long_dir, err, sizeof err) == 0, "%s", err);
     CHECK(pmt_config_set(&cfg, "save_dir", "runs/a;b #1", err, sizeof err) == 0);
     CHECK(pmt_config_set(&cfg, "corpus", "", err, sizeof err) == 0);
     char *text = pmt_config_to_string(&cfg);
     pmt_config_defaults(&back);
     CHECK(text && pmt_config_load_string(&back, text, err, sizeof err) == 0);
-    CHECK(!strcmp(back.save_dir, "runs/a;b #1") && back.corpus[0] == '\0');
+    CHECK(!strcmp(back.save_dir, "runs/a;b #1") && back.corpus[0] == '\0' && !strcmp(back.data_dir, long_dir));
     free(text);
     pmt_config_defaults(&cfg);
     CHECK(pmt_config_set(&cfg, "save_dir", "", err, sizeof err) == 0);

@@ -141,6 +141,14 @@ int pmt_parse_int_option(const char *what, const char *text, int min, int max, i
  * checkpoint always restores the config it was trained with. */
 static int ini_safe(const field *f, const char *value, char *err, size_t errlen) {
     size_t n = strlen(value);
+    /* libinih reads lines of at most INI_MAX_LINE - 1 bytes with the
+     * newline: the stored line is "key = value\n". */
+    size_t max_value = (size_t)INI_MAX_LINE - 1 - strlen(f->key) - 4;
+    if (n > max_value) {
+        snprintf(err, errlen, "value of '%s' is %zu bytes; the config stored in checkpoints holds at most %zu "
+                 "(libinih's line limit): use a shorter (e.g. relative) path", f->key, n, max_value);
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)value[i];
         const char *why = NULL;
