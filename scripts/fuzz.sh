@@ -38,6 +38,9 @@ CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebI
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}" >/dev/null
 
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+# libopenblas.so.0 resolves through Debian's alternatives, usually to the
+# OpenMP (libgomp) build: load the pthread build so libomp is the only runtime.
+export LD_LIBRARY_PATH="/usr/lib/$(gcc -print-multiarch)/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 summary="$build/fuzz-summary.tsv"
