@@ -26,4 +26,26 @@ export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=1
 export LD_LIBRARY_PATH="/usr/lib/$(gcc -print-multiarch)/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 export ARCHER_OPTIONS="${ARCHER_OPTIONS:-verbose=1}"
+# Self-check: a planted race must be reported and an OpenMP reduction must
+# not, or this pass could be blind (no TSan) or noisy (no Archer).
+cat > "$build/race_check.c" <<'C'
+#include <stdio.h>
+int main(void) {
+    int racy = 0, reduced = 0;
+#pragma omp parallel for
+    for (int i = 0; i < 1000; i++) racy += i;       /* line 5: the planted race */
+#pragma omp parallel for reduction(+ : reduced)
+    for (int i = 0; i < 1000; i++) reduced += i;
+    printf("%d %d\n", racy, reduced);
+    return 0;
+}
+C
+clang -fopenmp -fsanitize=thread -g "$build/race_check.c" -o "$build/race_check"
+"$build/race_check" > "$build/race_check.log" 2>&1 || true
+if ! grep -q "race_check.c:5" "$build/race_check.log" || grep -q "race_check.c:7" "$build/race_check.log"; then
+    cat "$build/race_check.log" >&2
+    echo "tsan.sh: the self-check failed: TSan/Archer do not see OpenMP as expected" >&2
+    exit 1
+fi
+echo "tsan.sh: self-check ok (planted race reported, reduction not)"
 ctest --test-dir "$build" -L unit --output-on-failure ${1:+-R "$1"}
