@@ -321,12 +321,26 @@ void pmt_config_print_help(FILE *out, const char *groups) {
         fprintf(out, "  %-26s %s\n", "--attention", "shorthand: set all three sites to standard | projection");
 }
 
-typedef struct { pmt_config *cfg; char *err; size_t errlen; int failed; } ini_ctx;
+/* ignored (NULL: strict) collects the names of unknown keys instead of
+ * failing on them. */
+typedef struct { pmt_config *cfg; char *err; size_t errlen; int failed; char *ignored; size_t ignored_len; } ini_ctx;
+
+/* Appends name to the comma-separated list (cut, with "...", when full). */
+static void list_append(char *list, size_t len, const char *name) {
+    size_t used = strlen(list);
+    if (used + 4 >= len || (used >= 3 && !strcmp(list + used - 3, "..."))) return;
+    int n = snprintf(list + used, len - used, "%s%s", used ? ", " : "", name);
+    if (n < 0 || (size_t)n >= len - used) snprintf(list + (len > 4 ? len - 4 : 0), 4, "...");
+}
 
 static int config_ini_handler(void *user, const char *section, const char *name, const char *value) {
     (void)section;
     ini_ctx *ctx = user;
     if (ctx->failed) return 0;
+    if (ctx->ignored && !find_field(name) && !key_equal(name, "attention")) {
+        list_append(ctx->ignored, ctx->ignored_len, name);
+        return 1;
+    }
     if (pmt_config_set(ctx->cfg, name, value, ctx->err, ctx->errlen) != 0) {
         ctx->failed = 1;
         return 0;
@@ -336,7 +350,7 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 
 int pmt_config_load_file(pmt_config *cfg, const char *path, char *err, size_t errlen) {
     char inner[512] = "";
-    ini_ctx ctx = {cfg, inner, sizeof inner, 0};
+    ini_ctx ctx = {cfg, inner, sizeof inner, 0, NULL, 0};
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(err, errlen, "cannot open config file '%s': %s", path, strerror(errno));
@@ -352,15 +366,26 @@ int pmt_config_load_file(pmt_config *cfg, const char *path, char *err, size_t er
     return 0;
 }
 
-int pmt_config_load_string(pmt_config *cfg, const char *text, char *err, size_t errlen) {
+static int load_string(pmt_config *cfg, const char *text, char *ignored, size_t ignored_len, char *err,
+                       size_t errlen) {
     char inner[512] = "";
-    ini_ctx ctx = {cfg, inner, sizeof inner, 0};
+    ini_ctx ctx = {cfg, inner, sizeof inner, 0, ignored, ignored_len};
+    if (ignored && ignored_len) ignored[0] = '\0';
     int rc = ini_parse_string(text, config_ini_handler, &ctx);
     if (rc != 0) {
         snprintf(err, errlen, "stored config, line %d: %s", rc, ctx.failed ? inner : "syntax error");
         return -1;
     }
     return 0;
+}
+
+int pmt_config_load_string(pmt_config *cfg, const char *text, char *err, size_t errlen) {
+    return load_string(cfg, text, NULL, 0, err, errlen);
+}
+
+int pmt_config_load_stored(pmt_config *cfg, const char *text, char *ignored, size_t ignored_len, char *err,
+                           size_t errlen) {
+    return load_string(cfg, text, ignored, ignored_len, err, errlen);
 }
 
 int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen) {

@@ -71,8 +71,14 @@ typedef struct pmt_config {
 void pmt_config_defaults(pmt_config *cfg);
 /* Reads an INI file over cfg; returns 0, or -1 with a message in err. */
 int pmt_config_load_file(pmt_config *cfg, const char *path, char *err, size_t errlen);
-/* Parses an INI text (as stored in a checkpoint) over cfg; 0 or -1 with err. */
+/* Parses an INI text over cfg; every key must be known. 0 or -1 with err. */
 int pmt_config_load_string(pmt_config *cfg, const char *text, char *err, size_t errlen);
+/* The same for the config stored in a checkpoint, which a newer build may
+ * have written: unknown keys are skipped and named in ignored
+ * (comma-separated, cut with "..." to fit ignored_len); a known key with a
+ * value this build cannot read is still an error. 0 or -1 with err. */
+int pmt_config_load_stored(pmt_config *cfg, const char *text, char *ignored, size_t ignored_len, char *err,
+                           size_t errlen);
 /* Sets one key (underscore or dash spelling) from a string value; 0 or -1 with err. */
 int pmt_config_set(pmt_config *cfg, const char *key, const char *value, char *err, size_t errlen);
 /* Writes the full effective config as INI text. */

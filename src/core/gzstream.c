@@ -97,3 +97,8 @@ int pmt_gzstream_close(pmt_gzstream *s) {
     s->gz = NULL;
     return rc == Z_OK ? 0 : -1;
 }
+
+uint64_t pmt_gzstream_inflate_bound(uint64_t file_size) {
+    enum { DEFLATE_MAX_RATIO = 1100 };   /* 1032:1, rounded up */
+    return (file_size + 1) * DEFLATE_MAX_RATIO;
+}

@@ -53,6 +53,11 @@ int pmt_gzstream_at_end(pmt_gzstream *s);
  * end of file (truncated?)" after a short read. */
 const char *pmt_gzstream_reason(pmt_gzstream *s);
 
+/* The most bytes a gzip file of file_size bytes can inflate to (deflate
+ * expands at most about 1032:1): a header count that needs more is a lie,
+ * caught before anything is allocated for it. */
+uint64_t pmt_gzstream_inflate_bound(uint64_t file_size);
+
 /* Flushes (when writing) and frees the stream. 0, or -1 when zlib reports
  * an error (a failed write, or a damaged gzip trailer when reading). */
 int pmt_gzstream_close(pmt_gzstream *s);

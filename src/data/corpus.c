@@ -24,9 +24,6 @@
 
 static const char corpus_magic[8] = {'P', 'M', 'T', 'T', 'O', 'K', '\0', '\1'};
 enum { CORPUS_VERSION = 1 };
-/* deflate cannot compress better than about 1032:1, so a header whose counts
- * need more decompressed bytes than this times the file size is corrupt. */
-enum { DEFLATE_MAX_RATIO = 1100 };
 
 /* The checksummed stream (core/gzstream.h) and what messages need. */
 typedef struct {
@@ -130,7 +127,7 @@ static int read_header(tok_stream *s, uint64_t file_size, uint32_t *n_pairs, uin
         return -1;
     if (*n_pairs > (uint32_t)INT32_MAX - 1) return fail_corrupt(s, "pair count out of range");
     /* Every count is bounded by what the compressed bytes could expand to. */
-    uint64_t limit = (file_size + 1) * DEFLATE_MAX_RATIO;
+    uint64_t limit = pmt_gzstream_inflate_bound(file_size);
     if (*n_pairs > limit / 16 || *n_src > limit / 4 || *n_tgt > limit / 4 ||
         ((uint64_t)*n_pairs + 1) * 16 + (*n_src + *n_tgt) * 4 > limit)
         return fail_corrupt(s, "header counts exceed what the file can hold");
@@ -161,10 +158,12 @@ static int read_body(tok_stream *s, pmt_corpus *c, uint64_t file_size) {
     if (stream_read(s, c->src_ids, n_src * sizeof(int32_t), "source ids") ||
         stream_read(s, c->tgt_ids, n_tgt * sizeof(int32_t), "target ids"))
         return -1;
+    uint32_t computed = (uint32_t)s->gz.crc;   /* what the stored checksum must be */
     int crc = pmt_gzstream_check_crc(&s->gz);
     if (crc < 0) return read_failed(s, "checksum");
     if (crc > 0) return fail_corrupt(s, "checksum mismatch");
     if (pmt_gzstream_at_end(&s->gz) != 1) return fail_corrupt(s, "unexpected bytes after the checksum");
+    c->checksum = computed;
     return 0;
 }
 

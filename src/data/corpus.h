@@ -23,6 +23,7 @@ typedef struct pmt_corpus {
     int n_pairs;
     uint64_t *src_off, *tgt_off;   /* [n_pairs + 1] */
     int32_t *src_ids, *tgt_ids;    /* [src_off[n_pairs]], [tgt_off[n_pairs]] */
+    uint32_t checksum;             /* the file's stored crc32 (set by load): with n_pairs, its identity */
 } pmt_corpus;
 
 static inline int pmt_corpus_src_len(const pmt_corpus *c, int i) { return (int)(c->src_off[i + 1] - c->src_off[i]); }

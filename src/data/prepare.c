@@ -395,7 +395,7 @@ static int encode_splits(const pmt_config *cfg, const char *model_path, const pm
     stats->vocab_size = pmt_spm_vocab_size(spm);
     int rc = 0;
     for (int k = 0; rc == 0 && k < PMT_SPLITS; k++) {
-        pmt_corpus c = {(int)plan->n[k], NULL, NULL, NULL, NULL};
+        pmt_corpus c = {(int)plan->n[k], NULL, NULL, NULL, NULL, 0};
         rc = encode_side(spm, list, plan->idx[k], plan->n[k], PMT_SIDE_EN, &c.src_off, &c.src_ids, err, errlen);
         if (rc == 0)
             rc = encode_side(spm, list, plan->idx[k], plan->n[k], PMT_SIDE_ES, &c.tgt_off, &c.tgt_ids, err, errlen);

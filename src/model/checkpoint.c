@@ -7,9 +7,11 @@
 #include "model/checkpoint.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/fileio.h"
 #include "core/gzstream.h"
@@ -22,8 +24,25 @@ enum { NAME_BYTES = 64 };
 #define MAX_SPM_BYTES (1u << 28)
 #define MAX_TENSORS (1 << 20)
 #define MAX_PARAMS ((uint64_t)1 << 34)
+#define MAX_STATE_FIELDS 256u
+/* Bytes per tensor-table entry: name, rows, cols, offset, size. */
+#define TENSOR_ENTRY_BYTES (NAME_BYTES + 4 + 4 + 8 + 8)
+enum { STATE_NAME_BYTES = 32, STATE_FIELDS_V1 = 17 };
 
-_Static_assert(sizeof(pmt_train_state) % 8 == 0, "pmt_train_state must hold 8-byte fields only");
+/* The training state by name. Every field is 8 bytes and stored as its
+ * bytes; the first STATE_FIELDS_V1, in this order, were version 1's raw
+ * struct. A new field is one line at the end. */
+#define S(field) {#field, offsetof(pmt_train_state, field)}
+static const struct { const char *name; size_t offset; } state_fields[] = {
+    S(step), S(epoch), S(batch), S(seed), S(has_best), S(best_metric), S(stale_validations),
+    S(elapsed_seconds), S(tokens_seen), S(win_loss_sum), S(win_nll_sum), S(win_grad_norm_sum),
+    S(win_tokens), S(win_correct), S(win_steps), S(win_all_tokens), S(win_seconds),
+    S(train_pairs), S(train_checksum),
+};
+#undef S
+enum { N_STATE_FIELDS = sizeof state_fields / sizeof state_fields[0] };
+_Static_assert(N_STATE_FIELDS * 8 == sizeof(pmt_train_state), "every pmt_train_state field is in state_fields");
+
 _Static_assert(sizeof(pmt_tensor) >= NAME_BYTES, "tensor names fit the stored field");
 
 /* ------------------------------------------------------------------ */
@@ -78,8 +97,13 @@ static void put_payload(sink *s, const pmt_model *m, const char *config, const v
         put_i64(s, adam->skipped);
     }
     if (state) {
-        put_u32(s, (uint32_t)sizeof *state);
-        put(s, state, sizeof *state);
+        put_u32(s, N_STATE_FIELDS);
+        for (int i = 0; i < N_STATE_FIELDS; i++) {
+            char name[STATE_NAME_BYTES] = {0};
+            snprintf(name, sizeof name, "%s", state_fields[i].name);
+            put(s, name, sizeof name);
+            put(s, (const char *)state + state_fields[i].offset, 8);
+        }
     }
     if (!s->failed && pmt_gzstream_write_crc(&s->gz) != 0) s->failed = 1;
 }
@@ -128,6 +152,7 @@ typedef struct {
     char *err;
     size_t errlen;
     int failed;
+    uint64_t budget;             /* most bytes the file can inflate to */
 } source;
 
 /* Reads n bytes; a short read means the file ends early or does not inflate. */
@@ -154,7 +179,18 @@ static int fail(source *s, const char *fmt, const char *detail) {
     return -1;
 }
 
-static int get_header(source *s, uint32_t *flags) {
+/* A count read from the file, checked before anything is sized by it:
+ * count items of unit bytes must fit in what the file can inflate to. */
+static int claim(source *s, uint64_t count, uint64_t unit, const char *what) {
+    if (s->failed) return -1;
+    if (count <= s->budget / unit) return 0;
+    snprintf(s->err, s->errlen, "checkpoint '%s' is corrupted: its header claims %llu %s, more than the file can "
+             "hold", s->path, (unsigned long long)count, what);
+    s->failed = 1;
+    return -1;
+}
+
+static int get_header(source *s, uint32_t *flags, uint32_t *version_out) {
     char magic[sizeof MAGIC];
     uint32_t version;
     if (get(s, magic, sizeof magic, "magic") != 0) return -1;
@@ -164,13 +200,14 @@ static int get_header(source *s, uint32_t *flags) {
         return -1;
     }
     if (get(s, &version, sizeof version, "version") != 0) return -1;
-    if (version != PMT_CHECKPOINT_VERSION) {
+    if (version < 1 || version > PMT_CHECKPOINT_VERSION) {
         snprintf(s->err, s->errlen,
-                 "checkpoint '%s' has format version %u, but this projmt reads version %d "
+                 "checkpoint '%s' has format version %u, but this projmt reads versions 1 to %d "
                  "(use the projmt that wrote it, or retrain)", s->path, version, PMT_CHECKPOINT_VERSION);
         s->failed = 1;
         return -1;
     }
+    *version_out = version;
     return get(s, flags, sizeof *flags, "flags");
 }
 
@@ -179,6 +216,7 @@ static int get_blob(source *s, void **out, size_t *size, uint64_t limit, const c
     uint64_t n;
     if (get(s, &n, sizeof n, what) != 0) return -1;
     if (n > limit) return fail(s, "implausible length of %s", what);
+    if (claim(s, n, 1, what) != 0) return -1;
     *out = malloc((size_t)n + 1);
     if (!*out) return fail(s, "no memory for %s", what);
     ((char *)*out)[n] = '\0';
@@ -190,6 +228,7 @@ static int get_tensor_table(source *s, pmt_checkpoint *ck) {
     int32_t v, n;
     if (get(s, &v, sizeof v, "vocab size") != 0 || get(s, &n, sizeof n, "tensor count") != 0) return -1;
     if (v < 4 || n < 1 || n > MAX_TENSORS) return fail(s, "%s", "implausible vocabulary size or tensor count");
+    if (claim(s, (uint64_t)n, TENSOR_ENTRY_BYTES, "tensors") != 0) return -1;
     ck->vocab_size = v;
     ck->tensors = calloc((size_t)n, sizeof *ck->tensors);
     if (!ck->tensors) return fail(s, "%s", "no memory for the tensor table");
@@ -209,8 +248,11 @@ static int get_tensor_table(source *s, pmt_checkpoint *ck) {
         t->cols = cols;
         t->offset = (size_t)offset;
         t->size = (size_t)size;
-        if (rows < 1 || cols < 1 || size != (uint64_t)rows * (uint64_t)cols || offset > MAX_PARAMS)
-            return fail(s, "bad shape of tensor '%s'", t->name);
+        /* Tensors follow each other without overlap (the layout may pad). */
+        uint64_t prev_end = i ? (uint64_t)ck->tensors[i - 1].offset + ck->tensors[i - 1].size : 0;
+        if (rows < 1 || cols < 1 || size != (uint64_t)rows * (uint64_t)cols || offset > MAX_PARAMS ||
+            offset < prev_end)
+            return fail(s, "bad shape or offset of tensor '%s'", t->name);
     }
     return 0;
 }
@@ -221,10 +263,12 @@ static int get_floats(source *s, float **out, size_t n, const char *what) {
     return get(s, *out, n * sizeof(float), what);
 }
 
-static int get_params(source *s, pmt_checkpoint *ck) {
+static int get_params(source *s, pmt_checkpoint *ck, uint32_t flags) {
     uint64_t n;
     if (get(s, &n, sizeof n, "parameter count") != 0) return -1;
     if (n > MAX_PARAMS) return fail(s, "%s", "implausible parameter count");
+    /* parameters, and Adam's two moments when present */
+    if (claim(s, n, sizeof(float) * ((flags & FLAG_OPTIM) ? 3 : 1), "parameters") != 0) return -1;
     const pmt_tensor *last = &ck->tensors[ck->n_tensors - 1];
     if (last->offset + last->size != n) return fail(s, "%s", "tensor table does not cover the parameters");
     ck->n_params = (size_t)n;
@@ -242,11 +286,50 @@ static int get_optim(source *s, pmt_checkpoint *ck) {
     return 0;
 }
 
-static int get_state(source *s, pmt_checkpoint *ck) {
+/* Version 1: the first STATE_FIELDS_V1 fields as a raw struct. */
+static int get_state_v1(source *s, pmt_checkpoint *ck) {
     uint32_t size;
     if (get(s, &size, sizeof size, "training state") != 0) return -1;
-    if (size != sizeof ck->state) return fail(s, "%s", "training state has an unexpected size");
-    if (get(s, &ck->state, sizeof ck->state, "training state") != 0) return -1;
+    if (size != STATE_FIELDS_V1 * 8) return fail(s, "%s", "training state has an unexpected size");
+    for (int i = 0; i < STATE_FIELDS_V1; i++)
+        if (get(s, (char *)&ck->state + state_fields[i].offset, 8, "training state") != 0) return -1;
+    return 0;
+}
+
+/* Appends name to the comma-separated list (cut with "..." when full). */
+static void note_ignored(pmt_checkpoint *ck, const char *name) {
+    size_t used = strlen(ck->ignored), cap = sizeof ck->ignored;
+    if (used + strlen(name) + 6 >= cap) {
+        if (used + 4 < cap && (used < 3 || strcmp(ck->ignored + used - 3, "..."))) strcat(ck->ignored, "...");
+        return;
+    }
+    snprintf(ck->ignored + used, cap - used, "%s%s", used ? ", " : "", name);
+}
+
+/* Version 2: named fields; names this build does not know are skipped. */
+static int get_state_v2(source *s, pmt_checkpoint *ck) {
+    uint32_t n;
+    if (get(s, &n, sizeof n, "training state") != 0) return -1;
+    if (n > MAX_STATE_FIELDS) return fail(s, "%s", "implausible number of training state fields");
+    for (uint32_t k = 0; k < n; k++) {
+        char name[STATE_NAME_BYTES];
+        unsigned char value[8];
+        if (get(s, name, sizeof name, "training state") != 0 || get(s, value, sizeof value, "training state") != 0)
+            return -1;
+        name[STATE_NAME_BYTES - 1] = '\0';
+        int found = 0;
+        for (int i = 0; i < N_STATE_FIELDS && !found; i++)
+            if (!strcmp(name, state_fields[i].name)) {
+                memcpy((char *)&ck->state + state_fields[i].offset, value, 8);
+                found = 1;
+            }
+        if (!found) note_ignored(ck, name);
+    }
+    return 0;
+}
+
+static int get_state(source *s, pmt_checkpoint *ck) {
+    if ((ck->version == 1 ? get_state_v1(s, ck) : get_state_v2(s, ck)) != 0) return -1;
     ck->has_state = 1;
     return 0;
 }
@@ -265,25 +348,42 @@ static int read_checkpoint(source *s, pmt_checkpoint *ck) {
     uint32_t flags;
     void *config = NULL, *spm = NULL;
     size_t config_len, spm_len;
-    if (get_header(s, &flags) != 0) return -1;
+    if (get_header(s, &flags, &ck->version) != 0) return -1;
     if (get_blob(s, &config, &config_len, MAX_CONFIG_BYTES, "config") != 0) { free(config); return -1; }
     ck->config_text = config;
     if (get_blob(s, &spm, &spm_len, MAX_SPM_BYTES, "SentencePiece model") != 0) { free(spm); return -1; }
     ck->spm = spm;
     ck->spm_size = spm_len;
-    if (get_tensor_table(s, ck) != 0 || get_params(s, ck) != 0) return -1;
+    if (get_tensor_table(s, ck) != 0 || get_params(s, ck, flags) != 0) return -1;
     if ((flags & FLAG_OPTIM) && get_optim(s, ck) != 0) return -1;
     if ((flags & FLAG_STATE) && get_state(s, ck) != 0) return -1;
     if (get_trailer(s) != 0) return -1;
-    char inner[200];
+    char inner[200], keys[sizeof ck->ignored];
     pmt_config_defaults(&ck->cfg);
-    if (pmt_config_load_string(&ck->cfg, ck->config_text, inner, sizeof inner) != 0) return fail(s, "%s", inner);
+    if (pmt_config_load_stored(&ck->cfg, ck->config_text, keys, sizeof keys, inner, sizeof inner) != 0)
+        return fail(s, "%s", inner);
+    if (keys[0]) {   /* config keys first, then the state fields noted while reading */
+        char fields[sizeof ck->ignored];
+        snprintf(fields, sizeof fields, "%s", ck->ignored);
+        ck->ignored[0] = '\0';
+        note_ignored(ck, keys);
+        if (fields[0]) note_ignored(ck, fields);
+    }
+    if (ck->ignored[0])
+        fprintf(stderr, "projmt: warning: checkpoint '%s' was written by a newer projmt; ignoring what this "
+                "build does not know: %s\n", s->path, ck->ignored);
     return 0;
 }
 
 int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t errlen) {
     memset(ck, 0, sizeof *ck);
     source s = {.path = path, .err = err, .errlen = errlen};
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, errlen, "cannot open checkpoint '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    s.budget = pmt_gzstream_inflate_bound((uint64_t)st.st_size);
     if (pmt_gzstream_open_read(&s.gz, path) != 0) {
         snprintf(err, errlen, "cannot open checkpoint '%s': %s", path, errno ? strerror(errno) : "out of memory");
         return -1;

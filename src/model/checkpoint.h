@@ -8,7 +8,7 @@
  * no data directory; the stored config rebuilds the same model.
  *
  * File (gzip stream via zlib; native little-endian values):
- *   char     magic[8] = "PMTCKPT\0";  uint32 version = 1;  uint32 flags
+ *   char     magic[8] = "PMTCKPT\0";  uint32 version = 2;  uint32 flags
  *            (bit 0: Adam moments present, bit 1: training state present)
  *   uint64   config_len; char config[config_len]     (pmt_config_to_string INI)
  *   uint64   spm_len;    uint8 spm[spm_len]          (SentencePiece .model bytes)
@@ -16,8 +16,16 @@
  *   n_tensors x { char name[64]; int32 rows, cols; uint64 offset, size }
  *   uint64   n_params;   float params[n_params]
  *   [bit 0]  float m[n_params], v[n_params]; int64 adam_t, bad_steps, skipped
- *   [bit 1]  uint32 state_size; pmt_train_state (state_size bytes)
+ *   [bit 1]  uint32 n_fields; n_fields x { char name[32]; 8 bytes value }
+ *            (the pmt_train_state fields by name: int64, uint64 or double)
  *   uint32   crc32 of every byte above (uncompressed)
+ * Version 1 (read, no longer written) stored the training state as
+ * uint32 136 and the first 17 fields of pmt_train_state as a raw struct.
+ * Compatibility: the config is INI text and the state named fields, so a
+ * build reads what a newer one wrote: unknown config keys and state fields
+ * are skipped, named in pmt_checkpoint.ignored and in one warning on stderr.
+ * Bounds: every count is checked against sane limits and against what the
+ * file's size can inflate to before anything is allocated for it.
  * Writes go through core/fileio.h (<path>.tmp, fsync, rename, directory
  * fsync): a reader sees the old file or the new one, never a partial one.
  *
@@ -34,9 +42,10 @@
 #include "model/model.h"
 #include "data/spm.h"
 
-#define PMT_CHECKPOINT_VERSION 1
+#define PMT_CHECKPOINT_VERSION 2
 
-/* The training loop's position and counters (8-byte fields only: stored as-is). */
+/* The training loop's position and counters (8-byte fields only; stored by
+ * name, see the table in checkpoint.c: a new field is one line there). */
 typedef struct pmt_train_state {
     int64_t step;                /* optimizer steps taken (skipped ones included) */
     int64_t epoch;               /* data position: epoch of the next batch (0-based) */
@@ -52,6 +61,10 @@ typedef struct pmt_train_state {
     double win_loss_sum, win_nll_sum, win_grad_norm_sum;
     int64_t win_tokens, win_correct, win_steps, win_all_tokens;
     double win_seconds;
+    /* Identity of the training split the position refers to (train.tok's
+     * pair count and stored crc32); 0 when unknown (a version-1 file). */
+    int64_t train_pairs;
+    uint64_t train_checksum;
 } pmt_train_state;
 
 /* Adam's state as plain arrays, so that this layer needs no optimizer type
@@ -78,6 +91,8 @@ typedef struct pmt_checkpoint {
     int64_t adam_t, adam_bad_steps, adam_skipped;
     int has_state;
     pmt_train_state state;
+    uint32_t version;            /* format version of the file */
+    char ignored[256];           /* config keys and state fields this build does not know ("" if none) */
 } pmt_checkpoint;
 
 /* Writes model m (its config, tensor table and parameters) with the given
@@ -86,8 +101,10 @@ typedef struct pmt_checkpoint {
 int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, size_t spm_size,
                         const pmt_adam_state *adam, const pmt_train_state *state, char *err, size_t errlen);
 
-/* Reads and verifies a checkpoint. Missing, truncated, corrupted,
- * wrong-magic or wrong-version files give -1 and a message naming the file. */
+/* Reads and verifies a checkpoint (format version 1 or 2). Missing,
+ * truncated, corrupted, wrong-magic or unknown-version files, and counts the
+ * file cannot hold, give -1 and a message naming the file. Settings of a
+ * newer build are skipped with one warning on stderr (ck->ignored). */
 int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t errlen);
 void pmt_checkpoint_free(pmt_checkpoint *ck);
 

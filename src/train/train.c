@@ -133,7 +133,25 @@ static int setup_batchers(trainer *t, char *err, size_t errlen) {
 }
 
 /* Refuses a checkpoint whose parameters or batches would not be this run's. */
-static int check_resumable(const trainer *t, const pmt_checkpoint *ck, char *err, size_t errlen) {
+/* The data position (epoch, batch) means the same batches only over the
+ * same train.tok: a re-prepared split (other pairs, order or vocabulary)
+ * is refused. A version-1 checkpoint stored no identity: a note, and on. */
+static int check_same_corpus(trainer *t, const pmt_checkpoint *ck, char *err, size_t errlen) {
+    const pmt_corpus *train = t->data->train;
+    if (ck->state.train_pairs == 0) {
+        pmt_progress_message(&t->log, "note: '%s' does not record which train.tok it was trained on (an older "
+                             "checkpoint); resuming without checking the data", t->last_path);
+        return 0;
+    }
+    if (ck->state.train_pairs == train->n_pairs && ck->state.train_checksum == train->checksum) return 0;
+    snprintf(err, errlen, "'%s' was trained on another train.tok (%lld pairs, checksum %08llx; now %d pairs, "
+             "checksum %08x): its data position would pick other batches. Resume with the data it was trained on, "
+             "use another --save-dir, or --fresh to start over", t->last_path, (long long)ck->state.train_pairs,
+             (unsigned long long)ck->state.train_checksum, train->n_pairs, train->checksum);
+    return -1;
+}
+
+static int check_resumable(trainer *t, const pmt_checkpoint *ck, char *err, size_t errlen) {
     const char *what = NULL;
     long have = 0, want = 0;
     if (!ck->has_optim || !ck->has_state) what = "training state";
@@ -141,7 +159,7 @@ static int check_resumable(const trainer *t, const pmt_checkpoint *ck, char *err
     else if (ck->cfg.batch_tokens != t->cfg.batch_tokens)
         what = "batch_tokens", have = ck->cfg.batch_tokens, want = t->cfg.batch_tokens;
     else if (ck->cfg.max_len != t->cfg.max_len) what = "max_len", have = ck->cfg.max_len, want = t->cfg.max_len;
-    if (!what) return 0;
+    if (!what) return check_same_corpus(t, ck, err, errlen);
     if (have == want)
         snprintf(err, errlen, "'%s' has no %s (not written by a training run); use another --save-dir or --fresh",
                  t->last_path, what);
@@ -168,6 +186,8 @@ static void forget_best_of_other_metric(trainer *t, const pmt_checkpoint *ck) {
 static int resume_or_init(trainer *t, char *err, size_t errlen) {
     memset(&t->st, 0, sizeof t->st);
     t->st.seed = t->cfg.seed;
+    t->st.train_pairs = t->data->train->n_pairs;
+    t->st.train_checksum = t->data->train->checksum;
     if (t->opt->fresh || access(t->last_path, F_OK) != 0) {
         pmt_model_init_params(&t->model, t->cfg.seed);
         return 0;
@@ -184,6 +204,8 @@ static int resume_or_init(trainer *t, char *err, size_t errlen) {
     }
     if (rc == 0) {
         t->st = ck.state;
+        t->st.train_pairs = t->data->train->n_pairs;   /* recorded from now on (older checkpoints lack it) */
+        t->st.train_checksum = t->data->train->checksum;
         pmt_progress_message(&t->log, "resuming from %s at step %lld (epoch %lld, batch %lld)", t->last_path,
                              (long long)t->st.step, (long long)t->st.epoch + 1, (long long)t->st.batch);
         forget_best_of_other_metric(t, &ck);

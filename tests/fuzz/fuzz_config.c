@@ -1,9 +1,10 @@
 /*
  * fuzz_config.c — the INI config readers and the command-line parser.
- * The first byte picks the entry: 0 the stored-config reader
- * (pmt_config_load_string, as for a checkpoint), 1 the file reader
- * (pmt_config_load_file, as for --config), 2 the argv parser (the rest split
- * at NUL bytes into arguments; --config is dropped so no other file is read).
+ * The first byte picks the entry: 0 the strict string reader
+ * (pmt_config_load_string), 1 the file reader (pmt_config_load_file, as for
+ * --config), 2 the argv parser (the rest split at NUL bytes into arguments;
+ * --config is dropped so no other file is read), 3 the reader of configs
+ * stored in checkpoints (pmt_config_load_stored: unknown keys skipped).
  *
  * Properties: 0 or -1 with a message; a config that was read round-trips:
  * its INI text (pmt_config_to_string) reads back into the same text.
@@ -64,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512] = "";
     const char *text = (const char *)data + 1;
     size_t n = size - 1;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0: {
         char *s = malloc(n + 1);
         if (!s) abort();
@@ -83,8 +84,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         unlink(path);
         break;
     }
-    default:
+    case 2:
         parse_argv(&cfg, text, n);
+        break;
+    default: {
+        char *s = malloc(n + 1), ignored[64];
+        if (!s) abort();
+        memcpy(s, text, n);
+        s[n] = '\0';
+        if (pmt_config_load_stored(&cfg, s, ignored, sizeof ignored, err, sizeof err) == 0) {
+            if (strlen(ignored) >= sizeof ignored) abort();
+            check_round_trip(&cfg);
+        } else if (err[0] == '\0') {
+            abort();
+        }
+        free(s);
+    }
     }
     return 0;
 }

@@ -27,7 +27,7 @@ def with_crc(body):
 
 def checkpoint_body(flags, version=1):
     """A checkpoint of format `version` with one 2x3 tensor and no tokenizer."""
-    config = b"[model]\nd_model = 4\nn_heads = 2\nmax_len = 8\n"
+    config = b"[model]\nd_model = 4\nn_heads = 2\nmax_len = 8\n" + (b"[newer]\nunknown_key = 1\n" if version > 1 else b"")
     body = b"PMTCKPT\0" + struct.pack("<II", version, flags)
     body += struct.pack("<Q", len(config)) + config
     body += struct.pack("<Q", 0)                                  # no SentencePiece bytes
@@ -36,10 +36,17 @@ def checkpoint_body(flags, version=1):
     body += struct.pack("<Q", 6) + struct.pack("<6f", 0.5, -1, 2, 0, 0.25, 3)
     if flags & 1:
         body += struct.pack("<6f", *[0.1] * 6) + struct.pack("<6f", *[0.01] * 6) + struct.pack("<qqq", 7, 0, 1)
-    if flags & 2:
+    if flags & 2 and version == 1:
         state = struct.pack("<qqqQqdqdq", 7, 1, 2, 1, 1, 2.5, 0, 12.0, 300) + struct.pack("<ddd", 1, 2, 3)
         state += struct.pack("<qqqq", 10, 5, 2, 12) + struct.pack("<d", 0.5)
         body += struct.pack("<I", len(state)) + state
+    elif flags & 2:
+        fields = [("step", struct.pack("<q", 7)), ("epoch", struct.pack("<q", 1)), ("best_metric", struct.pack("<d", 2.5)),
+                  ("train_pairs", struct.pack("<q", 240)), ("train_checksum", struct.pack("<Q", 0xDEADBEEF)),
+                  ("from_the_future", struct.pack("<q", 3))]
+        body += struct.pack("<I", len(fields))
+        for name, value in fields:
+            body += name.encode().ljust(32, b"\0") + value
     return with_crc(body)
 
 
@@ -64,8 +71,9 @@ def corpus_body(pairs):
 
 
 def main():
-    for flags in range(4):
-        write("checkpoint", "v1-flags%d" % flags, bytes([FRAME_GZIP_CRC]) + checkpoint_body(flags))
+    for version in (1, 2):
+        for flags in range(4):
+            write("checkpoint", "v%d-flags%d" % (version, flags), bytes([FRAME_GZIP_CRC]) + checkpoint_body(flags, version))
     write("checkpoint", "raw-garbage", bytes([FRAME_RAW]) + b"not a checkpoint\n")
     write("corpus", "three-pairs", bytes([FRAME_GZIP_CRC]) + corpus_body([([5, 6, 7], [8, 9]), ([], [4]), ([10], [11, 12, 13])]))
     write("corpus", "empty", bytes([FRAME_GZIP_CRC]) + corpus_body([]))
@@ -76,6 +84,7 @@ def main():
     write("config", "string-ini", b"\0" + ini)
     write("config", "file-ini", b"\1" + ini + b"seed = 18446744073709551615\nmax_ratio=2.5e0\n")
     write("config", "argv", b"\2--beam\0" + b"4\0--lr=1e-3\0--decoder-self\0projection\0-i\0in.txt\0--scores")
+    write("config", "stored-newer", b"\3" + ini + b"[newer]\nnot_a_key_yet = 5\n")
     write("config", "argv-bad", b"\2--beam-size\0 1e3\0--nope\0")
 
     write("metrics", "numbers", "El 3.5% de 1,000 niños (¡sí!) dijo \"hola\".\nEl 3.5 % de 1000 niños dijo hola .".encode())
