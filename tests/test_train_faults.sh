@@ -39,6 +39,7 @@ check "first run saves last.ckpt" [ -s "$run/last.ckpt" ]
 RANDOM=2026
 trials=100 loaded=0 mid_write=0 resumes=0 last_step=2 monotone=1
 for trial in $(seq $trials); do
+  : > "$tmp/kill.log"   # emptied here, not by the background job's redirection: the wait below must not see the last run's lines
   "$projmt" train "${common[@]}" --save-dir "$run" --max-steps 2000000000 > "$tmp/kill.log" 2>&1 &
   bg=$!
   # Once it has resumed (so start-up time does not decide what is tested),
@@ -55,6 +56,7 @@ for trial in $(seq $trials); do
   grep -q '\.tmp$' <<<"$(ls "$run")" && mid_write=$((mid_write + 1))
   if loads "$run/last.ckpt"; then loaded=$((loaded + 1)); else echo "trial $trial: $(cat "$tmp/load.err")"; fi
   step=$(resumed_step "$tmp/kill.log")
+  [ -n "$step" ] || echo "trial $trial did not resume; its log: $(tail -c 600 "$tmp/kill.log")"
   if [ -n "$step" ]; then
     resumes=$((resumes + 1))
     [ "$step" -ge "$last_step" ] || { monotone=0; echo "trial $trial resumed at step $step < $last_step"; }
