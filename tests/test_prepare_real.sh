@@ -2,10 +2,11 @@
 # test_prepare_real.sh — `projmt prepare` on the real spa-eng corpus (found by
 # scripts/get_data.sh --no-download: PROJMT_CORPUS, PROJMT_DATA_DIR, or
 # ../shared/data next to the repository), into a temporary dir. Checks the
-# manifest's counts and splits, the files, and the 60-second budget.
+# manifest's counts and splits and the files. It prints how long prepare took
+# but asserts no time: speed belongs to benchmarks, not tests.
 # Skips (exit 77) when the corpus is not on this machine. In a sanitizer build
 # (ASan makes SentencePiece training ~30x slower) it runs on every 6th line
-# with a 2000-piece vocabulary and drops the time check: the point there is
+# with a 2000-piece vocabulary: the point there is
 # memory safety on real text, not speed.
 # Usage: bash test_prepare_real.sh <build-dir>
 set -uo pipefail
@@ -24,11 +25,11 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 ok() { passed=$((passed + 1)); }
 check() { if eval "$1"; then ok; else fail "$1 ($2)"; fi; }
 
-vocab=8000 budget=60
+vocab=8000
 if grep -q '^PROJMT_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   awk 'NR % 6 == 1' "$corpus" > "$tmp/sample.txt"
-  corpus="$tmp/sample.txt" vocab=2000 budget=100000
-  echo "sanitizer build: using $(wc -l < "$corpus") lines, vocab $vocab, no time limit"
+  corpus="$tmp/sample.txt" vocab=2000
+  echo "sanitizer build: using $(wc -l < "$corpus") lines, vocab $vocab"
 fi
 
 start=$(date +%s.%N)
@@ -58,7 +59,6 @@ check 'grep -q "\"p99\": " "$manifest" && grep -q "\"unk_rate\"" "$manifest" && 
 for f in spm.model spm.vocab train.tok valid.tok test.tok valid.en valid.es test.en test.es; do
   check '[ -s "$tmp/data/$f" ]' "$f missing"
 done
-check 'awk -v s="$seconds" -v b="$budget" "BEGIN { exit !(s < b) }"' "took ${seconds}s, budget ${budget}s"
 echo "prepare took ${seconds}s"
 echo "$passed passed, $failures failed"
 [ "$failures" -eq 0 ]
