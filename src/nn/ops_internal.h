@@ -113,4 +113,19 @@ static inline double ops_softmax_from_max(float *out, const float *in, int n, fl
     return sum;
 }
 
+/* ---- attention masks (ops.h: key j of sentence b is visible to query t
+ * iff j < klen[b] and (!causal || j <= t)) ----
+ * The visible keys always form a PREFIX of the row. ops_key_prefix: the keys
+ * visible to any query of a sentence with klen keys (0..klen-1 of S);
+ * ops_visible_keys: the length of query t's visible prefix. */
+static inline int ops_key_prefix(int32_t klen, int S) {
+    return klen <= 0 ? 0 : (klen < S ? (int)klen : S);
+}
+
+static inline int ops_visible_keys(int32_t klen, int causal, int t, int S) {
+    int n = klen < S ? (int)klen : S;
+    if (causal && t + 1 < n) n = t + 1;
+    return n > 0 ? n : 0;
+}
+
 #endif
