@@ -241,12 +241,12 @@ void poolattn_forward(float *out, float *weights, const float *q, const float *k
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < ntask; i++) {
         const int b = i / NH, h = i % NH;
-        const int Sv = ops_key_prefix(klen[b], S);
+        const int Sv = key_prefix(klen[b], S);
         head_ws w = carve_ws(scratch + (size_t)i * per_task, T, S, HS);
         float *pw = weights + (size_t)i * T * S;
         head_distances(pw, S, &w, q, k, p, b, h, T, S, Sv, C, HS);
         for (int t = 0; t < T; t++)
-            kernel_weights_row(pw + (size_t)t * S, ops_visible_keys(klen[b], causal, t, S), S, p->kernel);
+            kernel_weights_row(pw + (size_t)t * S, visible_keys(klen[b], causal, t, S), S, p->kernel);
         float *o = head_row(out, (size_t)b * T, C, h, HS);
         if (Sv == 0)
             for (int t = 0; t < T; t++) memset(o + (size_t)t * C, 0, sizeof(float) * (size_t)HS);
@@ -309,7 +309,7 @@ static void metric_backward(float *dx, size_t r0, const float *dz, const float *
 static void head_backward(float *dq, float *dk, const float *dout, const float *pw, const float *q,
                           const float *k, const poolattn_params *p, int32_t klen, int causal, int b, int h,
                           int T, int S, int C, int HS, head_ws *w) {
-    const int Sv = ops_key_prefix(klen, S);
+    const int Sv = key_prefix(klen, S);
     memset(w->part, 0, sizeof(float) * (size_t)(HS + 2));
     const float *douth = head_row(dout, (size_t)b * T, C, h, HS), *kh = head_row(k, (size_t)b * S, C, h, HS);
     /* value path: dk_j += Σ_t w_tj dout_t (values = the raw keys) */
@@ -324,7 +324,7 @@ static void head_backward(float *dq, float *dk, const float *dout, const float *
     for (int t = 0; t < T; t++) {
         float *g = w->g + (size_t)t * Sv;
         dsig += -2.0 * kernel_backward_row(g, pw + (size_t)t * S, w->r + (size_t)t * Sv,
-                                           ops_visible_keys(klen, causal, t, S), Sv, p->kernel);
+                                           visible_keys(klen, causal, t, S), Sv, p->kernel);
         double rs = 0.0;
         for (int j = 0; j < Sv; j++) {
             g[j] *= s2;                                /* dL/dD */
