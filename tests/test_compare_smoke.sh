@@ -163,7 +163,18 @@ check "...with the mode not done" [ ! -f "$tmp/runs/sitting/dot/done" ]
 bash "$here/../scripts/compare.sh" "${sitting[@]}" > "$tmp/sitting2.log" 2>&1
 status=$?
 check "the next sitting finishes ($(tail -n 2 "$tmp/sitting2.log" | tr '\n' ' '))" [ $status -eq 0 ]
-check "...the mode" [ -f "$tmp/runs/sitting/dot/done" ] && [ -s "$tmp/runs/sitting/summary.json" ]
+check "...the mode" [ -f "$tmp/runs/sitting/dot/done" ]
+check "...and writes its summary.json" [ -s "$tmp/runs/sitting/summary.json" ]
+
+# projmt bench takes every named mode of compare.sh in one run (it used to
+# stop silently after 8), and refuses more than it can hold.
+named=standard,projection,proj-self,proj-cross,learned,boxcar,constant,epanechnikov,diagonal,cosine,dot
+"$projmt" bench --config "$tmp/tiny.ini" --synthetic --steps 1 --warmup 0 --json --modes "$named" > "$tmp/bench11.log" 2>&1
+check "bench runs all 11 named modes" [ "$(tail -n 1 "$tmp/bench11.log" | grep -o '"mode":' | wc -l)" -eq 11 ]
+"$projmt" bench --config "$tmp/tiny.ini" --synthetic --steps 1 --warmup 0 --modes "$named,$named" > "$tmp/bench22.log" 2>&1
+status=$? refused=0
+[ $status -eq 2 ] && grep -q "at most 16 modes" "$tmp/bench22.log" && refused=1
+check "bench refuses 22 modes, naming its limit (status $status)" [ $refused -eq 1 ]
 
 bash "$here/../scripts/compare.sh" --name bad --root "$tmp/runs" --build "$build" --modes "nonsense" \
   --data-dir "$tmp/data" > "$tmp/bad.log" 2>&1

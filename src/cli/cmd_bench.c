@@ -205,11 +205,17 @@ int cmd_bench(int argc, char **argv) {
            "vocab %d, %d timed steps after %d warm-up\n",
            threads, peak, cfg.batch_tokens, have_corpus ? "corpus" : "synthetic", V, steps, warmup);
 
-    pmt_bench_result results[8];
+    enum { MAX_MODES = 16 };   /* every named mode fits */
+    pmt_bench_result results[MAX_MODES];
     int n = 0, rc = 0;
-    char list[256];
+    char list[512];
     snprintf(list, sizeof list, "%s", modes);
-    for (char *save = NULL, *mode = strtok_r(list, ",", &save); mode && n < 8; mode = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *mode = strtok_r(list, ",", &save); mode; mode = strtok_r(NULL, ",", &save)) {
+        if (n == MAX_MODES) {
+            fprintf(stderr, "projmt bench: at most %d modes per run (got more in '%s')\n", MAX_MODES, modes);
+            rc = 2;
+            break;
+        }
         pmt_config mcfg = cfg;
         if (apply_mode(&mcfg, mode) != 0) { fprintf(stderr, "projmt bench: unknown mode '%s'\n", mode); rc = 2; break; }
         if (pmt_bench_train(&mcfg, have_corpus ? &corpus : NULL, V, warmup, steps, peak, &results[n], err, sizeof err) != 0) {
