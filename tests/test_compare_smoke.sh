@@ -76,7 +76,7 @@ check "bench ran the pooling modes" grep -q '"mode":"projection/projection/proje
 
 # summary.json: the numbers of the run folders, for every mode.
 summary_check=$(/usr/bin/python3 - "$study" "${modes[@]}" <<'PY'
-import csv, json, os, shlex, sys
+import csv, json, os, re, shlex, sys
 study, modes = sys.argv[1], sys.argv[2:]
 s = json.load(open(os.path.join(study, "summary.json")))
 bad = []
@@ -86,8 +86,9 @@ expect([m["label"] for m in s["modes"]] == modes, "modes in order")
 expect(s["budget"] == {"max_steps": 4.0}, f"budget {s['budget']}")
 expect(s["reference_mode"] == "standard", "reference mode")
 expect("--name smoke" in s["command"], "command")
-tmp = os.path.dirname(os.path.dirname(study))
-expect(tmp not in open(os.path.join(study, "summary.json")).read(), "no absolute path (the study ran under /tmp)")
+# the study ran with absolute --root, --build, --config and --data-dir
+text = open(os.path.join(study, "summary.json")).read()
+expect(not re.search(r'(^|[\s"`(=])/[\w.-]+/', text), "no absolute path")
 expect(s["config"].endswith("tiny.ini") and not s["config"].startswith("/"), "config relative to the repository")
 by = {m["label"]: m for m in s["modes"]}
 for label, m in by.items():
@@ -170,7 +171,7 @@ check "...and writes its summary.json" [ -s "$tmp/runs/sitting/summary.json" ]
 # stop silently after 8), and refuses more than it can hold.
 named=standard,projection,proj-self,proj-cross,learned,boxcar,constant,epanechnikov,diagonal,cosine,dot
 "$projmt" bench --config "$tmp/tiny.ini" --synthetic --steps 1 --warmup 0 --json --modes "$named" > "$tmp/bench11.log" 2>&1
-check "bench runs all 11 named modes" [ "$(tail -n 1 "$tmp/bench11.log" | grep -o '"mode":' | wc -l)" -eq 11 ]
+check "bench runs all 11 named modes" [ "$(grep -o '"mode":' "$tmp/bench11.log" | wc -l)" -eq 11 ]
 "$projmt" bench --config "$tmp/tiny.ini" --synthetic --steps 1 --warmup 0 --modes "$named,$named" > "$tmp/bench22.log" 2>&1
 status=$? refused=0
 [ $status -eq 2 ] && grep -q "at most 16 modes" "$tmp/bench22.log" && refused=1
