@@ -7,19 +7,33 @@
 #        [--config FILE] [--modes "standard projection ..."] [--mode 'LABEL=--flag value ...']
 #        [--data-dir D] [--root DIR] [--build DIR] [--flores PREFIX|none]
 #        [--beam-size N] [--bleu-sentences N|all] [--bench-steps N] [--force]
+#        [--session-minutes M]
 #
 # Modes: standard, projection (all three sites), proj-self (projection in both
 # self-attentions, standard cross), proj-cross (projection cross-attention
-# only), learned (projection with learned sigma), or LABEL=--flag value ...
-# (train flags over the config). --modes separates entries by spaces, or by
-# ';' when the list contains one: --modes "standard; wide=--d-model 512".
+# only), learned (projection with learned sigma); the pooling family at all
+# three sites with fixed sigma: boxcar, constant, epanechnikov (kernels, see
+# --kernel), diagonal, cosine, dot (gaussian kernel with that --proj-metric);
+# or LABEL=--flag value ... (train flags over the config). --modes separates
+# entries by spaces, or by ';' when the list contains one:
+# --modes "standard; wide=--d-model 512".
+#
+# Budget: every mode gets the same --epochs, --minutes (of training, summed
+# over sessions) or --max-steps, with the same seed and so the same data
+# order. --session-minutes M ends this invocation after about M minutes of
+# training: the running mode is stopped as by Ctrl-C (its last.ckpt saved),
+# compare.sh exits with status 75, and the same command (without --force)
+# continues exactly where it stopped — how a long study is split over
+# several sittings.
 #
 # --bleu-sentences N translates only the first N test sentences for BLEU/chrF
 # (0: no translation at all — no BLEU, chrF, FLORES or samples); --bench-steps 0
 # skips `projmt bench`.
 #
 # Output in ROOT/NAME/ (ROOT defaults to eval/runs):
-#   report.md, command.txt, bench.json, plots/*.{png,svg}, attention/*.{png,svg}
+#   report.md, summary.json (per mode: flags, budget, minutes, steps, test
+#   BLEU/chrF, valid accuracy, step-time ratio, parameters; see make_report.py),
+#   command.txt, bench.json, plots/*.{png,svg}, attention/*.{png,svg}
 #   <mode>/train.tsv, train.log, flags.txt, eval_*.json, done
 #   <mode>/ckpt/  checkpoints, translations, attention dumps (not committed)
 #   ckpt/         inputs cut from the corpus (not committed)
@@ -33,11 +47,11 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 
 command_line="bash scripts/compare.sh$(printf ' %q' "$@")"
 name="" config=$repo/configs/base.ini data_dir=$repo/data/spa-eng root=$repo/eval/runs build=$repo/build
-flores=auto beam_size=4 bleu_sentences=all bench_steps=10 force=0
+flores=auto beam_size=4 bleu_sentences=all bench_steps=10 force=0 session_minutes=""
 budget=() mode_specs=()
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; }
 
 set_budget() {
   [ ${#budget[@]} -eq 0 ] || die "give only one of --epochs, --minutes, --max-steps"
@@ -76,6 +90,7 @@ while [ $# -gt 0 ]; do
     --bleu-sentences) bleu_sentences=$2; shift 2 ;;
     --bench-steps) bench_steps=$2; shift 2 ;;
     --force) force=1; shift ;;
+    --session-minutes) session_minutes=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -83,6 +98,10 @@ done
 [ -n "$name" ] || { echo "compare.sh: --name NAME is required (see --help)" >&2; exit 2; }
 [[ $bleu_sentences =~ ^([0-9]+|all)$ ]] || die "--bleu-sentences takes a number or 'all'"
 [[ $bench_steps =~ ^[0-9]+$ ]] || die "--bench-steps takes a number"
+[ -z "$session_minutes" ] || [[ $session_minutes =~ ^[0-9]*\.?[0-9]+$ ]] || die "--session-minutes takes a number of minutes"
+# This sitting's end, in seconds since the epoch (empty: no limit).
+session_end=""
+[ -z "$session_minutes" ] || session_end=$(awk -v now="$(date +%s)" -v m="$session_minutes" 'BEGIN { printf "%d", now + m * 60 }')
 [[ $name =~ ^[A-Za-z0-9._-]+$ ]] || die "--name '$name': use letters, digits, '.', '_' and '-'"
 [ ${#mode_specs[@]} -gt 0 ] || mode_specs=(standard projection)
 projmt=$build/projmt
@@ -119,14 +138,19 @@ attention_tgt=("El gato está durmiendo en la silla roja." "Quiero beber un vaso
 resolve_mode() {
   local spec=$1
   mode_label=${spec%%=*}
+  # Named modes spell out the projection family too, so a config file that
+  # sets another kernel or metric does not leak into them.
+  local sanger=(--kernel gaussian --proj-metric euclidean)
   case "$spec" in
     *=*) read -r -a mode_flags <<< "${spec#*=}" ;;
-    standard) mode_flags=(--attention standard --sigma fixed) ;;
-    projection) mode_flags=(--attention projection --sigma fixed) ;;
-    proj-self) mode_flags=(--encoder-self projection --decoder-self projection --decoder-cross standard --sigma fixed) ;;
-    proj-cross) mode_flags=(--encoder-self standard --decoder-self standard --decoder-cross projection --sigma fixed) ;;
-    learned) mode_flags=(--attention projection --sigma learned) ;;
-    *) die "unknown mode '$spec' (standard, projection, proj-self, proj-cross, learned, or LABEL=--flag value ...)" ;;
+    standard) mode_flags=(--attention standard --sigma fixed "${sanger[@]}") ;;
+    projection) mode_flags=(--attention projection --sigma fixed "${sanger[@]}") ;;
+    proj-self) mode_flags=(--encoder-self projection --decoder-self projection --decoder-cross standard --sigma fixed "${sanger[@]}") ;;
+    proj-cross) mode_flags=(--encoder-self standard --decoder-self standard --decoder-cross projection --sigma fixed "${sanger[@]}") ;;
+    learned) mode_flags=(--attention projection --sigma learned "${sanger[@]}") ;;
+    boxcar|constant|epanechnikov) mode_flags=(--attention projection --sigma fixed --kernel "$spec" --proj-metric euclidean) ;;
+    diagonal|cosine|dot) mode_flags=(--attention projection --sigma fixed --kernel gaussian --proj-metric "$spec") ;;
+    *) die "unknown mode '$spec' (standard, projection, proj-self, proj-cross, learned, boxcar, constant, epanechnikov, diagonal, cosine, dot, or LABEL=--flag value ...)" ;;
   esac
   [[ $mode_label =~ ^[A-Za-z0-9._-]+$ ]] || die "mode label '$mode_label': use letters, digits, '.', '_' and '-'"
   [ "$mode_label" != ckpt ] && [ "$mode_label" != plots ] && [ "$mode_label" != attention ] ||
@@ -155,17 +179,35 @@ train_mode() {
     echo "== $mode_label: finished run in $dir (use --force to retrain)"
     return 0
   fi
-  local fresh=()
-  [ $force -eq 1 ] && fresh=(--fresh)
+  local fresh=() limit=()
+  if [ $force -eq 1 ]; then fresh=(--fresh); : > "$dir/train.log"; fi
   rm -f "$dir/done"
+  if [ -n "$session_end" ]; then
+    local left=$(( session_end - $(date +%s) ))
+    [ "$left" -gt 0 ] || session_over
+    # SIGINT, as Ctrl-C: projmt saves last.ckpt and exits; resuming is exact.
+    # --foreground keeps projmt in the terminal's process group, so a real
+    # Ctrl-C still reaches it.
+    limit=(timeout --foreground --signal=INT --kill-after=600 "$left")
+  fi
   echo "== $mode_label: training ($*) -> $dir"
   printf '%s\n' "$*" > "$dir/flags.txt"
-  "$projmt" train --config "$config" "$@" ${budget[@]+"${budget[@]}"} --data-dir "$data_dir" \
-    --save-dir "$dir/ckpt" ${fresh[@]+"${fresh[@]}"} 2>&1 | tee "$dir/train.log" ||
-    die "training $mode_label failed; see $dir/train.log (run the same command again to resume)"
+  local status=0
+  # train.log is appended to: a run split over sittings keeps every session.
+  ${limit[@]+"${limit[@]}"} "$projmt" train --config "$config" "$@" ${budget[@]+"${budget[@]}"} --data-dir "$data_dir" \
+    --save-dir "$dir/ckpt" ${fresh[@]+"${fresh[@]}"} 2>&1 | tee -a "$dir/train.log" || status=$?
+  [ $status -ne 124 ] || session_over
+  [ $status -eq 0 ] || die "training $mode_label failed; see $dir/train.log (run the same command again to resume)"
   cp "$dir/ckpt/train.tsv" "$dir/train.tsv"
   date -u +%FT%TZ > "$dir/done"
   trained_any=1
+}
+
+# The sitting's time is used up: what is saved, and how to go on.
+session_over() {
+  echo "== session time (--session-minutes $session_minutes) used up during '$mode_label'; its last.ckpt is saved." >&2
+  echo "== run the same command again (without --force) to continue exactly where it stopped." >&2
+  exit 75
 }
 
 evaluate_mode() {
@@ -194,7 +236,9 @@ evaluate_mode() {
 bench_modes() {
   local named=() label
   for label in "${labels[@]}"; do
-    case "$label" in standard|projection|proj-self|proj-cross|learned) named+=("$label") ;; esac
+    case "$label" in
+      standard|projection|proj-self|proj-cross|learned|boxcar|constant|epanechnikov|diagonal|cosine|dot) named+=("$label") ;;
+    esac
   done
   if [ "$bench_steps" -eq 0 ] || [ ${#named[@]} -eq 0 ]; then rm -f "$study/bench.json"; return 0; fi
   local list
@@ -236,5 +280,5 @@ done
 bench_modes
 plot_all
 "$python" "$repo/scripts/make_report.py" --study "$study" --command "$command_line" --config "$config" \
-  --test-src "$test_src" --test-ref "$test_ref" --flores "$flores" "${labels[@]}"
-echo "== done: $study/report.md"
+  --test-src "$test_src" --test-ref "$test_ref" --flores "$flores" --budget "${budget[*]:0:2}" "${labels[@]}"
+echo "== done: $study/report.md, $study/summary.json"

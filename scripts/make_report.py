@@ -1,15 +1,23 @@
 #!/usr/bin/python3
-"""make_report.py — report.md of a compare.sh study.
+"""make_report.py — report.md and summary.json of a compare.sh study.
 
     /usr/bin/python3 scripts/make_report.py --study DIR --command CMD [--config FILE]
-        [--test-src F --test-ref F] [--flores PREFIX|none] LABEL [LABEL ...]
+        [--test-src F --test-ref F] [--flores PREFIX|none] [--budget "--minutes 15"]
+        LABEL [LABEL ...]
 
-Reads, for each mode LABEL, DIR/LABEL/{train.tsv, eval_valid.json,
+Reads, for each mode LABEL, DIR/LABEL/{train.tsv, flags.txt, eval_valid.json,
 eval_test.json, eval_bleu_test.json, eval_bleu_flores.json} and
 DIR/LABEL/ckpt/test.hyp, plus DIR/bench.json, and writes DIR/report.md:
 speed and quality tables, the plots, ~5 sample translations side by side,
 the machine and the exact command. Missing inputs show as "—". Files are
 named relative to the repository root, never by absolute paths.
+
+DIR/summary.json is the same study for programs: the study's command,
+config, budget and machine, and per mode (in the order given) its flags,
+training minutes and steps, test BLEU and chrF (sacreBLEU-exact, beam
+search), validation accuracy, the step-time ratio to the reference mode
+(`standard` when present, else the first) and the parameter count. Missing
+values are null. Keys are described in SUMMARY_KEYS below.
 """
 import argparse
 import csv
@@ -18,11 +26,13 @@ import json
 import math
 import os
 import re
+import shlex
 import statistics
 import subprocess
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH_MODES = ("standard", "projection", "proj-self", "proj-cross", "learned")
+BENCH_MODES = ("standard", "projection", "proj-self", "proj-cross", "learned", "boxcar", "constant", "epanechnikov",
+               "diagonal", "cosine", "dot")
 N_SAMPLES = 5
 DASH = "—"
 SHORT_KIND = {"standard": "std", "projection": "proj"}
@@ -122,9 +132,14 @@ def summarize_run(study, label):
     dump = read_json(os.path.join(folder, "ckpt", "attention-s1", "attention.json"))
     if dump:
         kinds = [dump["attention"][s] for s in ("encoder_self", "decoder_self", "decoder_cross")]
-        run["attention"] = " / ".join(SHORT_KIND.get(k, k) for k in kinds) + (", learned σ" if dump["sigma"] == "learned" else "")
+        family = (dump.get("kernel", "gaussian"), dump.get("metric", "euclidean"))
+        run["attention"] = (" / ".join(SHORT_KIND.get(k, k) for k in kinds)
+                            + (f", {family[0]}/{family[1]}" if "projection" in kinds and family != ("gaussian", "euclidean") else "")
+                            + (", learned σ" if dump["sigma"] == "learned" else ""))
     else:
         run["attention"] = DASH
+    flags = read_lines(os.path.join(folder, "flags.txt"))
+    run["flags"] = shlex.split(flags[0]) if flags else []
     run["hyps"] = read_lines(os.path.join(folder, "ckpt", "test.hyp"))
     return run
 
@@ -252,6 +267,94 @@ def figure_links(study):
     return lines
 
 
+# summary.json, per mode: key -> (meaning, how it is computed from a run).
+SUMMARY_KEYS = {
+    "label": "mode label (folder name)",
+    "flags": "train flags of the mode over the study's config (flags.txt)",
+    "attention": "attention at encoder self / decoder self / cross, projection kernel/metric, σ",
+    "minutes": "training wall-clock minutes incl. validation, summed over sessions (train.tsv elapsed_s)",
+    "steps": "optimizer steps trained",
+    "epochs": "epochs trained",
+    "test_bleu": "sacreBLEU-exact BLEU on the test split, beam search, best checkpoint",
+    "test_chrf": "chrF on the same translations",
+    "test_sentences": "test sentences translated for BLEU/chrF",
+    "beam_size": "beam size of those translations",
+    "valid_accuracy": "teacher-forced token accuracy on the validation split, best checkpoint (projmt eval)",
+    "final_valid_accuracy": "last validation row of train.tsv",
+    "best_valid_accuracy": "best validation row of train.tsv",
+    "test_accuracy": "teacher-forced token accuracy on the test split, best checkpoint",
+    "test_loss": "label-smoothed cross-entropy per target token on the test split",
+    "ms_per_step": "training ms per step from train.tsv (windows without validation)",
+    "step_time_ratio": "ms_per_step / the reference mode's (train.tsv)",
+    "bench_ms_per_step": "projmt bench median ms per step (same batches, one process), named modes only",
+    "bench_time_ratio": "bench_ms_per_step / the reference mode's",
+    "parameters": "trainable parameters",
+    "flores_bleu": "BLEU on FLORES-200 dev (out of domain), when run",
+    "flores_chrf": "chrF on FLORES-200 dev, when run",
+}
+
+
+def finite(value):
+    """JSON-safe number: None for missing or NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value
+
+
+def parse_budget(text):
+    """'--minutes 15' -> {'minutes': 15.0}; '' -> {} (the config's own stop criteria)."""
+    words = text.split()
+    if len(words) == 2 and words[0].startswith("--"):
+        return {words[0][2:].replace("-", "_"): float(words[1])}
+    return {}
+
+
+def summary(runs, args):
+    ref = next((r for r in runs if r["label"] == "standard"), runs[0])
+    ref_bench = get(ref, "bench", "ms_per_step")
+    modes = []
+    for r in runs:
+        final = r["final_valid"] or {}
+        bench_ms = get(r, "bench", "ms_per_step")
+        values = {
+            "label": r["label"],
+            "flags": r["flags"],
+            "attention": r["attention"] if r["attention"] != DASH else None,
+            "minutes": finite(r["elapsed"] / 60.0),
+            "steps": finite(r["steps"]) if math.isnan(r["steps"]) else int(r["steps"]),
+            "epochs": finite(r["epochs"]),
+            "test_bleu": get(r, "bleu_test", "bleu", "score"),
+            "test_chrf": get(r, "bleu_test", "chrf", "score"),
+            "test_sentences": get(r, "bleu_test", "sentences"),
+            "beam_size": get(r, "bleu_test", "beam_size"),
+            "valid_accuracy": get(r, "valid", "accuracy"),
+            "final_valid_accuracy": finite(final.get("accuracy")),
+            "best_valid_accuracy": finite(r["best_accuracy"]),
+            "test_accuracy": get(r, "test", "accuracy"),
+            "test_loss": get(r, "test", "loss"),
+            "ms_per_step": finite(r["ms_per_step"]),
+            "step_time_ratio": finite(r["ms_per_step"] / ref["ms_per_step"]) if ref["ms_per_step"] else None,
+            "bench_ms_per_step": bench_ms,
+            "bench_time_ratio": bench_ms / ref_bench if bench_ms and ref_bench else None,
+            "parameters": get(r, "test", "params"),
+            "flores_bleu": get(r, "bleu_flores", "bleu", "score"),
+            "flores_chrf": get(r, "bleu_flores", "chrf", "score"),
+        }
+        assert list(values) == list(SUMMARY_KEYS)
+        modes.append(values)
+    return {
+        "study": os.path.basename(os.path.normpath(args.study)),
+        "generated_utc": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%SZ}",
+        "command": repo_relative_command(args.command),
+        "config": repo_relative(args.config),
+        "budget": parse_budget(args.budget),
+        "reference_mode": ref["label"],
+        "machine": machine(),
+        "keys": SUMMARY_KEYS,
+        "modes": modes,
+    }
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", required=True)
@@ -260,6 +363,7 @@ def main():
     parser.add_argument("--test-src")
     parser.add_argument("--test-ref")
     parser.add_argument("--flores", default="none")
+    parser.add_argument("--budget", default="", help="the budget flag every mode got, e.g. '--minutes 15'")
     parser.add_argument("labels", nargs="+")
     args = parser.parse_args()
 
@@ -276,10 +380,17 @@ def main():
            bleu_scope(n_test, args.flores), "",
            "## Curves and attention", "", *figure_links(args.study), "",
            "## Sample translations (test split)", "", *samples(runs, args.test_src, args.test_ref), "",
-           "## Machine and command", "", f"- Machine: {machine()}", f"- Command: `{repo_relative_command(args.command)}`", ""]
+           "## Machine and command", "", f"- Machine: {machine()}", f"- Command: `{repo_relative_command(args.command)}`",
+           "- The same numbers for programs: `summary.json` (keys explained in its `keys`).", ""]
     path = os.path.join(args.study, "report.md")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(out))
+    print(f"make_report: wrote {path}")
+    path = os.path.join(args.study, "summary.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(summary(runs, args), f, indent=1, ensure_ascii=False, allow_nan=False)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
     print(f"make_report: wrote {path}")
 
 

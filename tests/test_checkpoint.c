@@ -5,6 +5,7 @@
  * message naming the file; a failed save leaves the previous file intact and
  * no temporary behind; the translator entry point rebuilds the model.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -296,11 +297,48 @@ static void test_load_model_for_translation(const char *dir) {
     pmt_spm_free(spm);
 }
 
+/* A pooling-family model (kernel, metric and σ² in its config, metric
+ * parameters among its tensors) comes back as the same model: same config,
+ * same parameters, and a model of another metric refuses its parameters. */
+static void test_pooling_round_trip(const char *dir) {
+    pmt_config cfg;
+    char path[1024], err[512];
+    tiny_config(&cfg, PMT_ATTN_PROJECTION);
+    cfg.proj_kernel = PMT_KERNEL_EPANECHNIKOV;
+    cfg.proj_metric = PMT_METRIC_DIAGONAL;
+    cfg.sigma_learned = 1;
+    cfg.sigma_sq = 7.5;
+    pmt_model m, back;
+    CHECK_MSG(pmt_model_init(&m, &cfg, VOCAB, 64, 16, err, sizeof err) == 0, "%s", err);
+    pmt_model_init_params(&m, 3);
+    CHECK(pmt_model_find_tensor(&m, "dec.1.cross.log_metric") != NULL);
+    CHECK_NEAR(m.params[pmt_model_find_tensor(&m, "enc.0.self.log_sigma")->offset], 0.5 * log(7.5), 1e-6);
+    for (size_t i = 0; i < m.n_params; i++) m.params[i] += 1e-3f * (float)(i % 7);
+    snprintf(path, sizeof path, "%s/pool.ckpt", dir);
+    CHECK_MSG(pmt_checkpoint_save(path, &m, FAKE_SPM, sizeof FAKE_SPM, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(pmt_checkpoint_load_model(path, &back, 64, 16, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(back.cfg.proj_kernel == PMT_KERNEL_EPANECHNIKOV && back.cfg.proj_metric == PMT_METRIC_DIAGONAL &&
+          back.cfg.sigma_learned == 1 && back.cfg.sigma_sq == 7.5);
+    CHECK(back.n_params == m.n_params && memcmp(back.params, m.params, m.n_params * sizeof(float)) == 0);
+    pmt_model_free(&back);
+
+    pmt_checkpoint ck;
+    CHECK(pmt_checkpoint_load(&ck, path, err, sizeof err) == 0);
+    pmt_model other;
+    cfg.proj_metric = PMT_METRIC_COSINE;
+    CHECK(pmt_model_init(&other, &cfg, VOCAB, 64, 16, err, sizeof err) == 0);
+    CHECK(pmt_checkpoint_copy_params(&ck, &other, err, sizeof err) == -1);
+    pmt_model_free(&other);
+    pmt_checkpoint_free(&ck);
+    pmt_model_free(&m);
+}
+
 int main(void) {
     const char *dir = test_tmpdir("ckpt");
     char d[1024];
     snprintf(d, sizeof d, "%s", dir);
     test_round_trip(d);
+    test_pooling_round_trip(d);
     test_damaged_files(d);
     test_failed_save_keeps_old_file(d);
     test_load_model_for_translation(d);

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # test_compare_smoke.sh — scripts/compare.sh end to end on a made-up corpus
-# with a tiny config and a few steps per mode (standard, projection and a
-# custom LABEL=--flags mode): every mode folder has its train.tsv and eval
-# JSON, the plots, attention pictures and report.md exist, report.md carries
-# the numbers of the TSVs and eval files and the exact command with no
-# absolute path, and a second run reuses the finished runs instead of
-# training again.
+# with a tiny config and a few steps per mode (standard, projection, a
+# custom LABEL=--flags mode, and the pooling kernels boxcar, constant,
+# epanechnikov plus the cosine metric): every mode folder has its train.tsv
+# and eval JSON, the plots, attention pictures and report.md exist,
+# report.md and summary.json carry the numbers of the TSVs and eval files
+# and the exact command with no absolute path, a mode with an interrupted
+# run resumes it, a second run reuses the finished runs instead of training
+# again, and --session-minutes stops a sitting with status 75 that the same
+# command then continues.
 # SKIPPED when /usr/bin/python3 has no matplotlib.
 # Usage: bash test_compare_smoke.sh <build-dir>
 set -uo pipefail
@@ -20,23 +23,31 @@ fi
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/study_fixture.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-compare-XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 failures=0 passed=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 ok() { passed=$((passed + 1)); }
 check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
 
 make_tiny_data "$projmt" "$tmp" || { echo "FAIL: prepare"; exit 1; }
+modes=(standard projection wide boxcar constant epanechnikov cosine)
 args=(--name smoke --root "$tmp/runs" --build "$build" --config "$tmp/tiny.ini" --data-dir "$tmp/data"
-      --max-steps 4 --modes "standard; projection; wide=--d-model 32 --attention projection"
+      --max-steps 4 --modes "standard; projection; wide=--d-model 32 --attention projection; boxcar; constant; epanechnikov; cosine"
       --flores none --bleu-sentences 6 --beam-size 2 --bench-steps 1)
+# An interrupted earlier sitting of one mode: 2 of its 4 steps are done.
+mkdir -p "$tmp/runs/smoke/epanechnikov"
+"$projmt" train --config "$tmp/tiny.ini" --attention projection --sigma fixed --kernel epanechnikov \
+  --proj-metric euclidean --max-steps 2 --epochs 0 --minutes 0 --data-dir "$tmp/data" \
+  --save-dir "$tmp/runs/smoke/epanechnikov/ckpt" > "$tmp/first-sitting.log" 2>&1
+status=$?
+check "first sitting of epanechnikov trained ($(tail -n 2 "$tmp/first-sitting.log" | tr '\n' ' '))" [ $status -eq 0 ]
 bash "$here/../scripts/compare.sh" "${args[@]}" > "$tmp/compare.log" 2>&1
 status=$?
 check "compare.sh exits 0 (got $status: $(tail -n 3 "$tmp/compare.log" | tr '\n' ' '))" [ $status -eq 0 ]
 study=$tmp/runs/smoke
 report=$study/report.md
 
-for mode in standard projection wide; do
+for mode in "${modes[@]}"; do
   for f in train.tsv train.log flags.txt done eval_valid.json eval_test.json eval_bleu_test.json; do
     check "$mode/$f written" [ -s "$study/$mode/$f" ]
   done
@@ -54,6 +65,58 @@ for mode in standard projection wide; do
   check "report shows $mode's $params parameters" grep -q "^| $mode | .* | $params |" "$report"
 done
 check "custom mode got its flags" grep -q -- "--d-model 32" "$study/wide/flags.txt"
+check "epanechnikov resumed its interrupted run" grep -q "resuming from .* at step 2" "$study/epanechnikov/train.log"
+for kernel in boxcar constant epanechnikov; do
+  check "$kernel mode trains the $kernel kernel" grep -q -- "--kernel $kernel" "$study/$kernel/flags.txt"
+  check "$kernel attention dump names its kernel" \
+    grep -q "\"kernel\": \"$kernel\"" "$study/$kernel/ckpt/attention-s1/attention.json"
+done
+check "cosine attention dump names its metric" grep -q '"metric": "cosine"' "$study/cosine/ckpt/attention-s1/attention.json"
+check "bench ran the pooling modes" grep -q '"mode":"projection/projection/projection+boxcar+euclidean"' "$study/bench.json"
+
+# summary.json: the numbers of the run folders, for every mode.
+summary_check=$(/usr/bin/python3 - "$study" "${modes[@]}" <<'PY'
+import csv, json, os, re, shlex, sys
+study, modes = sys.argv[1], sys.argv[2:]
+s = json.load(open(os.path.join(study, "summary.json")))
+bad = []
+def expect(cond, what):
+    if not cond: bad.append(what)
+expect([m["label"] for m in s["modes"]] == modes, "modes in order")
+expect(s["budget"] == {"max_steps": 4.0}, f"budget {s['budget']}")
+expect(s["reference_mode"] == "standard", "reference mode")
+expect("--name smoke" in s["command"], "command")
+# the study ran with absolute --root, --build, --config and --data-dir
+text = open(os.path.join(study, "summary.json")).read()
+expect(not re.search(r'(^|[\s"`(=])/[\w.-]+/', text), "no absolute path")
+expect(s["config"].endswith("tiny.ini") and not s["config"].startswith("/"), "config relative to the repository")
+by = {m["label"]: m for m in s["modes"]}
+for label, m in by.items():
+    folder = os.path.join(study, label)
+    expect(set(m) == set(s["keys"]), f"{label}: keys documented")
+    expect(m["steps"] == 4, f"{label}: steps {m['steps']}")
+    rows = list(csv.DictReader(open(os.path.join(folder, "train.tsv")), delimiter="\t"))
+    expect(abs(m["minutes"] - max(float(r["elapsed_s"]) for r in rows) / 60) < 1e-9, f"{label}: minutes")
+    expect(m["flags"] == shlex.split(open(os.path.join(folder, "flags.txt")).read()), f"{label}: flags")
+    test = json.loads(open(os.path.join(folder, "eval_test.json")).read())
+    valid = json.loads(open(os.path.join(folder, "eval_valid.json")).read())
+    bleu = json.loads(open(os.path.join(folder, "eval_bleu_test.json")).read())
+    expect(m["parameters"] == test["params"], f"{label}: parameters")
+    expect(m["valid_accuracy"] == valid["accuracy"], f"{label}: valid accuracy")
+    expect(m["test_bleu"] == bleu["bleu"]["score"] and m["test_chrf"] == bleu["chrf"]["score"], f"{label}: BLEU/chrF")
+    expect(m["test_sentences"] == 6 and m["beam_size"] == 2, f"{label}: BLEU scope")
+    # A few steps can log 0.0 s (elapsed_s has 0.1 s resolution): no ratio then.
+    ref_ms = by["standard"]["ms_per_step"]
+    expect(m["step_time_ratio"] == (m["ms_per_step"] / ref_ms if ref_ms else None), f"{label}: step-time ratio")
+    expect((m["bench_time_ratio"] is None) == (label == "wide"), f"{label}: bench ratio only for named modes")
+expect(by["standard"]["bench_time_ratio"] == 1.0, "standard bench ratio 1")
+# cosine adds one radius per head (NH = 2) at each of the 3 projection sites; boxcar and constant add nothing
+expect(by["cosine"]["parameters"] - by["projection"]["parameters"] == 6, "cosine parameters")
+expect(by["boxcar"]["parameters"] == by["projection"]["parameters"] == by["constant"]["parameters"], "kernel parameters")
+print("ok" if not bad else "; ".join(bad))
+PY
+)
+check "summary.json matches the run folders ($summary_check)" [ "$summary_check" = ok ]
 check "bench.json for the named modes" grep -q '"mode":"projection/projection/projection"' "$study/bench.json"
 speed_row=$(grep -m 1 "^| projection |" "$report")
 check "bench ratio in the report ($speed_row)" grep -q '^ [0-9]*\.[0-9]\{3\} $' <<< "$(cut -d'|' -f13 <<< "$speed_row")"
@@ -84,9 +147,35 @@ check "samples show every mode" [ "$(grep -c '^   \*\*wide:\*\*' "$report")" -eq
 # Second run: nothing is retrained; the report is written again.
 before=$(md5sum "$study/standard/train.tsv")
 bash "$here/../scripts/compare.sh" "${args[@]}" > "$tmp/again.log" 2>&1
-check "second run exits 0 ($(tail -n 2 "$tmp/again.log" | tr '\n' ' '))" [ $? -eq 0 ]
-check "second run reuses finished runs" [ "$(grep -c 'finished run in' "$tmp/again.log")" -eq 3 ]
+status=$?   # saved first: a $(...) in check's arguments would reset $?
+check "second run exits 0 ($(tail -n 2 "$tmp/again.log" | tr '\n' ' '))" [ $status -eq 0 ]
+check "second run reuses finished runs" [ "$(grep -c 'finished run in' "$tmp/again.log")" -eq ${#modes[@]} ]
 check "train.tsv untouched" [ "$before" = "$(md5sum "$study/standard/train.tsv")" ]
+
+# A sitting that ends before its mode finishes: status 75, nothing marked
+# done; the same command without the limit then finishes the study.
+sitting=(--name sitting --root "$tmp/runs" --build "$build" --config "$tmp/tiny.ini" --data-dir "$tmp/data"
+         --max-steps 4 --modes dot --flores none --bleu-sentences 0 --bench-steps 0)
+bash "$here/../scripts/compare.sh" "${sitting[@]}" --session-minutes 0.0001 > "$tmp/sitting.log" 2>&1
+status=$?
+check "a used-up sitting exits 75 (got $status)" [ $status -eq 75 ]
+check "...saying how to go on" grep -q "run the same command again" "$tmp/sitting.log"
+check "...with the mode not done" [ ! -f "$tmp/runs/sitting/dot/done" ]
+bash "$here/../scripts/compare.sh" "${sitting[@]}" > "$tmp/sitting2.log" 2>&1
+status=$?
+check "the next sitting finishes ($(tail -n 2 "$tmp/sitting2.log" | tr '\n' ' '))" [ $status -eq 0 ]
+check "...the mode" [ -f "$tmp/runs/sitting/dot/done" ]
+check "...and writes its summary.json" [ -s "$tmp/runs/sitting/summary.json" ]
+
+# projmt bench takes every named mode of compare.sh in one run (it used to
+# stop silently after 8), and refuses more than it can hold.
+named=standard,projection,proj-self,proj-cross,learned,boxcar,constant,epanechnikov,diagonal,cosine,dot
+"$projmt" bench --config "$tmp/tiny.ini" --synthetic --steps 1 --warmup 0 --json --modes "$named" > "$tmp/bench11.log" 2>&1
+check "bench runs all 11 named modes" [ "$(grep -o '"mode":' "$tmp/bench11.log" | wc -l)" -eq 11 ]
+"$projmt" bench --config "$tmp/tiny.ini" --synthetic --steps 1 --warmup 0 --modes "$named,$named" > "$tmp/bench22.log" 2>&1
+status=$? refused=0
+[ $status -eq 2 ] && grep -q "at most 16 modes" "$tmp/bench22.log" && refused=1
+check "bench refuses 22 modes, naming its limit (status $status)" [ $refused -eq 1 ]
 
 bash "$here/../scripts/compare.sh" --name bad --root "$tmp/runs" --build "$build" --modes "nonsense" \
   --data-dir "$tmp/data" > "$tmp/bad.log" 2>&1

@@ -49,6 +49,9 @@ static void test_round_trip(void) {
     a.d_model = 96;
     a.lr = 1.25e-3;
     a.sigma_learned = 1;
+    a.proj_kernel = PMT_KERNEL_EPANECHNIKOV;
+    a.proj_metric = PMT_METRIC_COSINE;
+    a.sigma_sq = 12.5;
     a.site_kind[PMT_SITE_DEC_SELF] = PMT_ATTN_PROJECTION;
     strcpy(a.save_dir, "models/with space");
     char *text = pmt_config_to_string(&a);
@@ -81,6 +84,57 @@ static void test_errors(void) {
     CHECK(pmt_config_parse_args(&c, 2, no_value, NULL, NULL, &help, &dump, err, sizeof err) == -1);
 }
 
+/* The projection family's keys: names, the issue's spelling, defaults, and
+ * the combinations validation refuses (with a message naming them). */
+static void test_projection_family(void) {
+    pmt_config c;
+    char err[512];
+    pmt_config_defaults(&c);
+    CHECK(c.proj_kernel == PMT_KERNEL_GAUSSIAN && c.proj_metric == PMT_METRIC_EUCLIDEAN && c.sigma_sq == 0);
+    const char *kernels[] = {"gaussian", "boxcar", "constant", "epanechnikov"};
+    for (int k = 0; k < PMT_KERNELS; k++) {
+        CHECK(pmt_config_set(&c, "kernel", kernels[k], err, sizeof err) == 0 && c.proj_kernel == k);
+        CHECK(!strcmp(pmt_kernel_name(k), kernels[k]));
+    }
+    CHECK(pmt_config_set(&c, "kernel", "epanechikov", err, sizeof err) == 0 &&
+          c.proj_kernel == PMT_KERNEL_EPANECHNIKOV);
+    CHECK(pmt_config_set(&c, "kernel", "triangle", err, sizeof err) == -1 && strstr(err, "triangle"));
+    const char *metrics[] = {"euclidean", "diagonal", "cosine", "dot"};
+    for (int m = 0; m < PMT_METRICS; m++) {
+        CHECK(pmt_config_set(&c, "proj-metric", metrics[m], err, sizeof err) == 0 && c.proj_metric == m);
+        CHECK(!strcmp(pmt_metric_name(m), metrics[m]));
+    }
+    CHECK(pmt_config_set(&c, "proj_metric", "manhattan", err, sizeof err) == -1);
+
+    /* What validation refuses, only when a site uses projection attention. */
+    struct { const char *kernel, *metric, *sigma, *needle; } bad[] = {
+        {"boxcar", "euclidean", "learned", "no gradient with respect to sigma"},
+        {"constant", "euclidean", "learned", "no gradient with respect to sigma"},
+        {"boxcar", "cosine", "fixed", "could not learn"},
+        {"constant", "diagonal", "fixed", "could not learn"},
+        {"epanechnikov", "dot", "fixed", "needs kernel gaussian"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pmt_config_defaults(&c);
+        CHECK(pmt_config_set(&c, "kernel", bad[i].kernel, err, sizeof err) == 0);
+        CHECK(pmt_config_set(&c, "proj_metric", bad[i].metric, err, sizeof err) == 0);
+        CHECK(pmt_config_set(&c, "sigma", bad[i].sigma, err, sizeof err) == 0);
+        CHECK_MSG(pmt_config_validate(&c, err, sizeof err) == 0, "all-standard model refused: %s", err);
+        CHECK(pmt_config_set(&c, "decoder_cross", "projection", err, sizeof err) == 0);
+        CHECK_MSG(pmt_config_validate(&c, err, sizeof err) == -1 && strstr(err, bad[i].needle),
+                  "%s/%s/%s: got '%s'", bad[i].kernel, bad[i].metric, bad[i].sigma, err);
+    }
+    pmt_config_defaults(&c);
+    c.site_kind[PMT_SITE_ENC_SELF] = PMT_ATTN_PROJECTION;
+    c.sigma_sq = -1;
+    CHECK(pmt_config_validate(&c, err, sizeof err) == -1 && strstr(err, "sigma_sq"));
+    c.sigma_sq = 3;
+    c.proj_kernel = PMT_KERNEL_EPANECHNIKOV;
+    c.proj_metric = PMT_METRIC_DIAGONAL;
+    c.sigma_learned = 1;
+    CHECK_MSG(pmt_config_validate(&c, err, sizeof err) == 0, "%s", err);
+}
+
 static void test_shipped_configs_valid(void) {
     const char *names[] = {"tiny", "small", "base"};
     for (int i = 0; i < 3; i++) {
@@ -98,6 +152,7 @@ int main(void) {
     test_file_then_flags();
     test_round_trip();
     test_errors();
+    test_projection_family();
     test_shipped_configs_valid();
     return test_finish();
 }

@@ -4,7 +4,9 @@
  *  1. Incremental == teacher-forced: feeding the reference target token by
  *     token through pmt_decoder_step gives the distribution of
  *     pmt_model_forward (eval mode) at every position, for all 8 attention
- *     combinations with fixed σ and the projection ones with learned σ;
+ *     combinations with fixed σ and the projection ones with learned σ, and
+ *     every kernel and metric of the pooling family (also with a narrow σ,
+ *     so that rows fall back to their nearest key);
  *     with 2 rows per sentence (shared cross-attention keys), a beam reorder
  *     (rows swapped) and a sentence dropped mid-way.
  *  2. beam 1 == greedy, where greedy is recomputed here from scratch with
@@ -24,6 +26,11 @@
 
 enum { V = 24 };
 
+/* The projection family make_model builds (config kernel / proj_metric);
+ * main walks every accepted combination for the incremental test. */
+static int proj_kernel = PMT_KERNEL_GAUSSIAN, proj_metric = PMT_METRIC_EUCLIDEAN;
+static double proj_sigma_sq = 0;   /* 0: the kernel's default */
+
 static int make_model(pmt_model *m, const int kinds[PMT_SITES], int learned, int d_model, int layers,
                       int max_rows, int max_len, uint64_t seed) {
     pmt_config cfg;
@@ -39,6 +46,9 @@ static int make_model(pmt_model *m, const int kinds[PMT_SITES], int learned, int
     cfg.max_len = max_len;
     cfg.batch_tokens = 4 * max_len;
     cfg.sigma_learned = learned;
+    cfg.proj_kernel = proj_kernel;
+    cfg.proj_metric = proj_metric;
+    cfg.sigma_sq = proj_sigma_sq;
     for (int s = 0; s < PMT_SITES; s++) cfg.site_kind[s] = kinds[s];
     if (pmt_model_init(m, &cfg, V, max_rows, max_len, err, sizeof err) != 0) {
         CHECK_MSG(0, "model init: %s", err);
@@ -101,9 +111,10 @@ static double compare_row(const pmt_decoder *d, const float *ref_probs, int r, i
 }
 
 static void test_incremental(const int kinds[PMT_SITES], int learned) {
-    char label[64], err[256];
-    snprintf(label, sizeof label, "%s/%s/%s%s", pmt_attention_kind_name(kinds[0]), pmt_attention_kind_name(kinds[1]),
-             pmt_attention_kind_name(kinds[2]), learned ? " learned-sigma" : "");
+    char label[96], err[256];
+    snprintf(label, sizeof label, "%s/%s/%s%s %s/%s%s", pmt_attention_kind_name(kinds[0]),
+             pmt_attention_kind_name(kinds[1]), pmt_attention_kind_name(kinds[2]), learned ? " learned-sigma" : "",
+             pmt_kernel_name(proj_kernel), pmt_metric_name(proj_metric), proj_sigma_sq > 0 ? " narrow" : "");
     pmt_model m;
     if (make_model(&m, kinds, learned, 16, 2, 64, 16, 5) != 0) return;
     int32_t src[TB * SMAX], slen[TB], tin[TB * TMAX], tout[TB * TMAX], tlen[TB];
@@ -367,10 +378,37 @@ int main(void) {
         if (combo) test_incremental(kinds, 1);
     }
     const int all_std[PMT_SITES] = {0, 0, 0}, all_proj[PMT_SITES] = {1, 1, 1}, mixed[PMT_SITES] = {1, 0, 1};
+    /* Every kernel and metric of the projection family (as the config
+     * accepts them), at all sites and at the self-attention sites only. */
+    const int self_only[PMT_SITES] = {1, 1, 0};
+    for (proj_kernel = 0; proj_kernel < PMT_KERNELS; proj_kernel++)
+        for (proj_metric = 0; proj_metric < PMT_METRICS; proj_metric++) {
+            const int flat = proj_kernel == PMT_KERNEL_BOXCAR || proj_kernel == PMT_KERNEL_CONSTANT;
+            if ((proj_kernel == PMT_KERNEL_GAUSSIAN && proj_metric == PMT_METRIC_EUCLIDEAN) ||
+                (proj_metric == PMT_METRIC_DOT && proj_kernel != PMT_KERNEL_GAUSSIAN) ||
+                (flat && proj_metric != PMT_METRIC_EUCLIDEAN))
+                continue;
+            test_incremental(all_proj, 0);
+            if (!flat) test_incremental(all_proj, 1);
+            test_incremental(self_only, 0);
+        }
+    /* σ² = 2: most rows of the edged kernels have no key in range and take
+     * their nearest key, which must be the same key in both passes. */
+    proj_metric = PMT_METRIC_EUCLIDEAN;
+    proj_sigma_sq = 2.0;
+    for (proj_kernel = PMT_KERNEL_BOXCAR; proj_kernel <= PMT_KERNEL_EPANECHNIKOV; proj_kernel += 2)
+        test_incremental(all_proj, 0);
+    proj_sigma_sq = 0;
+    proj_kernel = PMT_KERNEL_GAUSSIAN;
     test_search_random(all_std);
     test_search_random(all_proj);
     test_search_random(mixed);
     test_overfit(all_std, "standard");
     test_overfit(all_proj, "projection");
+    /* The pooling family searches and learns too. */
+    proj_kernel = PMT_KERNEL_EPANECHNIKOV;
+    proj_metric = PMT_METRIC_COSINE;
+    test_search_random(all_proj);
+    test_overfit(all_proj, "epanechnikov/cosine");
     return test_finish();
 }

@@ -3,7 +3,8 @@
  * teacher-forced, label-smoothed loss (pmt_model_backward) against central
  * finite differences of pmt_model_forward, for every parameter tensor of a tiny
  * model, in every combination of attention forms at the three sites, with
- * fixed and learned σ, with padding, and with dropout (its masks are a
+ * fixed and learned σ, every kernel and metric of the pooling family
+ * (nn/ops.h poolattn_*), with padding, and with dropout (its masks are a
  * deterministic function of the seed, so the perturbed passes see the same
  * masks).
  *
@@ -63,7 +64,8 @@ static double central_difference(pmt_model *m, const pmt_batch *b, int train, ui
 }
 
 /* Returns the worst norm-wise relative error over all tensors. */
-static double check_config(const char *label, int kinds[PMT_SITES], int learned_sigma, double dropout) {
+static double check_config_family(const char *label, int kinds[PMT_SITES], int learned_sigma, double dropout,
+                                  int kernel, int metric, double sigma_sq) {
     pmt_config cfg;
     char err[256];
     pmt_config_defaults(&cfg);
@@ -77,6 +79,9 @@ static double check_config(const char *label, int kinds[PMT_SITES], int learned_
     cfg.max_len = 8;
     cfg.batch_tokens = 64;
     cfg.sigma_learned = learned_sigma;
+    cfg.proj_kernel = kernel;
+    cfg.proj_metric = metric;
+    cfg.sigma_sq = sigma_sq;
     for (int s = 0; s < PMT_SITES; s++) cfg.site_kind[s] = kinds[s];
     pmt_model m;
     if (pmt_model_init(&m, &cfg, V, 32, 8, err, sizeof err) != 0) {
@@ -147,6 +152,10 @@ static double check_config(const char *label, int kinds[PMT_SITES], int learned_
     return worst;
 }
 
+static double check_config(const char *label, int kinds[PMT_SITES], int learned_sigma, double dropout) {
+    return check_config_family(label, kinds, learned_sigma, dropout, PMT_KERNEL_GAUSSIAN, PMT_METRIC_EUCLIDEAN, 0.0);
+}
+
 int main(void) {
     /* ~10^5 tiny forward passes: thread start-up would cost more than the work. */
     omp_set_num_threads(1);
@@ -163,5 +172,23 @@ int main(void) {
     check_config("all projection, learned sigma", all_proj, 1, 0.0);
     check_config("all standard, dropout 0.2", all_std, 0, 0.2);
     check_config("all projection, learned sigma, dropout 0.2", all_proj, 1, 0.2);
+    /* The pooling family: every kernel and every metric once. A parameter
+     * that moves many distances at once (log_metric) makes some key cross
+     * Epanechnikov's support edge within a finite-difference step, where the
+     * quotient measures no derivative; σ² = 100 (> every d² of these
+     * LayerNormed HS = 4 slices) keeps every key inside there. The edge
+     * itself is tested per kernel in test_poolattn.c. */
+    check_config_family("all projection, gaussian/diagonal, learned sigma", all_proj, 1, 0.0, PMT_KERNEL_GAUSSIAN,
+                        PMT_METRIC_DIAGONAL, 0.0);
+    check_config_family("all projection, gaussian/cosine, learned sigma", all_proj, 1, 0.0, PMT_KERNEL_GAUSSIAN,
+                        PMT_METRIC_COSINE, 0.0);
+    check_config_family("all projection, gaussian/dot, learned sigma", all_proj, 1, 0.0, PMT_KERNEL_GAUSSIAN,
+                        PMT_METRIC_DOT, 0.0);
+    check_config_family("all projection, epanechnikov/cosine, learned sigma", all_proj, 1, 0.0,
+                        PMT_KERNEL_EPANECHNIKOV, PMT_METRIC_COSINE, 0.0);
+    check_config_family("all projection, epanechnikov/diagonal (sigma^2 100), dropout 0.2", all_proj, 0, 0.2,
+                        PMT_KERNEL_EPANECHNIKOV, PMT_METRIC_DIAGONAL, 100.0);
+    check_config_family("all projection, boxcar", all_proj, 0, 0.0, PMT_KERNEL_BOXCAR, PMT_METRIC_EUCLIDEAN, 0.0);
+    check_config_family("all projection, constant", all_proj, 0, 0.0, PMT_KERNEL_CONSTANT, PMT_METRIC_EUCLIDEAN, 0.0);
     return test_finish();
 }

@@ -24,12 +24,34 @@ static void usage(FILE *out) {
            "  same batches (the first batches of <data-dir>/train.tok, or synthetic spa-eng-like batches),\n"
            "  and prints parameters, FLOPs per token, ms per step (median), tokens/s, GFLOP/s, %% of the\n"
            "  sgemm peak measured in the same run, peak resident memory, and the time ratio to the first mode.\n"
-           "  --modes: comma-separated from standard, projection, proj-self, proj-cross, learned\n"
-           "           (default standard,projection)\n"
+           "  --modes: comma-separated from standard, projection, proj-self, proj-cross, learned, and the\n"
+           "           pooling family boxcar, constant, epanechnikov (kernels, fixed sigma), diagonal, cosine,\n"
+           "           dot (gaussian with that metric, fixed sigma) (default standard,projection)\n"
            "  --decode: sentences/s and tokens/s of batched greedy and beam-4 search over the first --sentences\n"
            "           (1000) lines of <data-dir>/test.en, per mode with randomly initialised models, or with\n"
            "           the trained checkpoint given by --model\n\n");
     pmt_config_print_help(out, "model,train");
+}
+
+/* The pooling-family modes (projection at every site), named as
+ * scripts/compare.sh names them: a kernel (fixed σ) or a metric (gaussian,
+ * fixed σ). Sets kernel and metric; 0 if mode is not one of them. */
+static int pooling_mode(pmt_config *cfg, const char *mode) {
+    static const struct { const char *name; int kernel, metric; } modes[] = {
+        {"boxcar", PMT_KERNEL_BOXCAR, PMT_METRIC_EUCLIDEAN},
+        {"constant", PMT_KERNEL_CONSTANT, PMT_METRIC_EUCLIDEAN},
+        {"epanechnikov", PMT_KERNEL_EPANECHNIKOV, PMT_METRIC_EUCLIDEAN},
+        {"diagonal", PMT_KERNEL_GAUSSIAN, PMT_METRIC_DIAGONAL},
+        {"cosine", PMT_KERNEL_GAUSSIAN, PMT_METRIC_COSINE},
+        {"dot", PMT_KERNEL_GAUSSIAN, PMT_METRIC_DOT},
+    };
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (!strcmp(mode, modes[i].name)) {
+            cfg->proj_kernel = modes[i].kernel;
+            cfg->proj_metric = modes[i].metric;
+            return 1;
+        }
+    return 0;
 }
 
 /* Applies a mode name to a config; -1 if unknown. */
@@ -42,6 +64,7 @@ static int apply_mode(pmt_config *cfg, const char *mode) {
     else if (!strcmp(mode, "proj-self")) { kinds[0] = kinds[1] = proj; kinds[2] = std; }
     else if (!strcmp(mode, "proj-cross")) { kinds[0] = kinds[1] = std; kinds[2] = proj; }
     else if (!strcmp(mode, "learned")) { kinds[0] = kinds[1] = kinds[2] = proj; learned = 1; }
+    else if (pooling_mode(cfg, mode)) { kinds[0] = kinds[1] = kinds[2] = proj; }
     else return -1;
     memcpy(cfg->site_kind, kinds, sizeof kinds);
     cfg->sigma_learned = learned;
@@ -192,11 +215,17 @@ int cmd_bench(int argc, char **argv) {
            "vocab %d, %d timed steps after %d warm-up\n",
            threads, peak, cfg.batch_tokens, have_corpus ? "corpus" : "synthetic", V, steps, warmup);
 
-    pmt_bench_result results[8];
+    enum { MAX_MODES = 16 };   /* every named mode fits */
+    pmt_bench_result results[MAX_MODES];
     int n = 0, rc = 0;
-    char list[256];
+    char list[512];
     snprintf(list, sizeof list, "%s", modes);
-    for (char *save = NULL, *mode = strtok_r(list, ",", &save); mode && n < 8; mode = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *mode = strtok_r(list, ",", &save); mode; mode = strtok_r(NULL, ",", &save)) {
+        if (n == MAX_MODES) {
+            fprintf(stderr, "projmt bench: at most %d modes per run (got more in '%s')\n", MAX_MODES, modes);
+            rc = 2;
+            break;
+        }
         pmt_config mcfg = cfg;
         if (apply_mode(&mcfg, mode) != 0) { fprintf(stderr, "projmt bench: unknown mode '%s'\n", mode); rc = 2; break; }
         if (pmt_bench_train(&mcfg, have_corpus ? &corpus : NULL, V, warmup, steps, peak, &results[n], err, sizeof err) != 0) {

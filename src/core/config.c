@@ -17,7 +17,7 @@
 
 /* T_PATH is a T_STRING naming a file or folder: checked by pmt_path_check
  * ("" is allowed and means unset; whoever needs the path refuses ""). */
-typedef enum { T_INT, T_ULONG, T_DOUBLE, T_STRING, T_PATH, T_KIND, T_SIGMA } field_type;
+typedef enum { T_INT, T_ULONG, T_DOUBLE, T_STRING, T_PATH, T_KIND, T_SIGMA, T_KERNEL, T_METRIC } field_type;
 
 typedef struct {
     const char *key;      /* INI key; the CLI flag is the same with '-' for '_' */
@@ -59,7 +59,14 @@ static const field fields[] = {
      "standard", "model", "decoder self-attention: standard | projection"},
     {"decoder_cross", T_KIND, offsetof(pmt_config, site_kind) + PMT_SITE_DEC_CROSS * sizeof(int), sizeof(int),
      "standard", "model", "decoder cross-attention: standard | projection"},
-    F("sigma", T_SIGMA, sigma_learned, "fixed", "model", "projection sigma: fixed (sigma^2 = sqrt(HS)) | learned"),
+    F("sigma", T_SIGMA, sigma_learned, "fixed", "model", "projection sigma: fixed | learned (per head and site)"),
+    F("kernel", T_KERNEL, proj_kernel, "gaussian", "model",
+      "projection pooling kernel: gaussian | boxcar | constant | epanechnikov"),
+    F("proj_metric", T_METRIC, proj_metric, "euclidean", "model",
+      "projection distance: euclidean | diagonal (learned weight per dimension) | cosine (sphere of learned "
+      "radius) | dot (q.k/sigma^2, no norm terms)"),
+    F("sigma_sq", T_DOUBLE, sigma_sq, "0", "model",
+      "projection sigma^2, fixed or initial (0: sqrt(HS) for gaussian, 2*HS for boxcar/epanechnikov)"),
     F("max_len", T_INT, max_len, "128", "model", "longest sequence in tokens"),
 
     F("batch_tokens", T_INT, batch_tokens, "4096", "train", "source+target tokens (with padding) per batch"),
@@ -93,6 +100,23 @@ static const field fields[] = {
 enum { N_FIELDS = sizeof fields / sizeof fields[0] };
 
 static const char *const kind_names[] = {"standard", "projection"};
+static const char *const kernel_names[PMT_KERNELS] = {"gaussian", "boxcar", "constant", "epanechnikov"};
+static const char *const metric_names[PMT_METRICS] = {"euclidean", "diagonal", "cosine", "dot"};
+
+const char *pmt_kernel_name(int kernel) {
+    return kernel >= 0 && kernel < PMT_KERNELS ? kernel_names[kernel] : "?";
+}
+
+const char *pmt_metric_name(int metric) {
+    return metric >= 0 && metric < PMT_METRICS ? metric_names[metric] : "?";
+}
+
+/* Index of value in names[0..n), or -1. */
+static int parse_name(const char *value, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(value, names[i])) return i;
+    return -1;
+}
 
 const char *pmt_attention_kind_name(int kind) {
     return (kind == PMT_ATTN_PROJECTION) ? kind_names[1] : kind_names[0];
@@ -211,6 +235,19 @@ static int set_field(pmt_config *cfg, const field *f, const char *value, char *e
         else if (!strcmp(value, "learned")) *(int *)p = 1;
         else goto bad;
         return 0;
+    case T_KERNEL: {
+        /* The issue that asked for the kernel spelled it "epanechikov". */
+        int k = !strcmp(value, "epanechikov") ? PMT_KERNEL_EPANECHNIKOV : parse_name(value, kernel_names, PMT_KERNELS);
+        if (k < 0) goto bad;
+        *(int *)p = k;
+        return 0;
+    }
+    case T_METRIC: {
+        int k = parse_name(value, metric_names, PMT_METRICS);
+        if (k < 0) goto bad;
+        *(int *)p = k;
+        return 0;
+    }
     }
 bad:
     snprintf(err, errlen, "invalid value '%s' for '%s' (%s)", value, f->key, f->help);
@@ -255,6 +292,8 @@ static void format_field(const pmt_config *cfg, const field *f, char *buf, size_
     case T_PATH: snprintf(buf, len, "%s", p); break;
     case T_KIND: snprintf(buf, len, "%s", pmt_attention_kind_name(*(const int *)p)); break;
     case T_SIGMA: snprintf(buf, len, "%s", *(const int *)p ? "learned" : "fixed"); break;
+    case T_KERNEL: snprintf(buf, len, "%s", pmt_kernel_name(*(const int *)p)); break;
+    case T_METRIC: snprintf(buf, len, "%s", pmt_metric_name(*(const int *)p)); break;
     }
 }
 
@@ -413,6 +452,20 @@ int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen) {
     REQUIRE(!strcmp(cfg->early_stopping_metric, "loss") || !strcmp(cfg->early_stopping_metric, "accuracy") ||
             !strcmp(cfg->early_stopping_metric, "bleu") || !strcmp(cfg->early_stopping_metric, "chrf"),
             "early_stopping_metric must be loss, accuracy, bleu or chrf (got '%s')", cfg->early_stopping_metric);
+    if (cfg->site_kind[PMT_SITE_ENC_SELF] == PMT_ATTN_PROJECTION || cfg->site_kind[PMT_SITE_DEC_SELF] == PMT_ATTN_PROJECTION ||
+        cfg->site_kind[PMT_SITE_DEC_CROSS] == PMT_ATTN_PROJECTION) {
+        const int flat = cfg->proj_kernel == PMT_KERNEL_BOXCAR || cfg->proj_kernel == PMT_KERNEL_CONSTANT;
+        REQUIRE(cfg->sigma_sq >= 0, "sigma_sq must be >= 0 (0: the kernel's default; got %g)", cfg->sigma_sq);
+        REQUIRE(cfg->proj_metric != PMT_METRIC_DOT || cfg->proj_kernel == PMT_KERNEL_GAUSSIAN,
+                "proj_metric dot gives scores, not distances: it needs kernel gaussian (got %s)",
+                pmt_kernel_name(cfg->proj_kernel));
+        REQUIRE(!flat || !cfg->sigma_learned,
+                "kernel %s has no gradient with respect to sigma: use sigma fixed (and sigma_sq to set it)",
+                pmt_kernel_name(cfg->proj_kernel));
+        REQUIRE(!flat || cfg->proj_metric == PMT_METRIC_EUCLIDEAN,
+                "kernel %s has no gradient with respect to distances, so the %s metric could not learn: use "
+                "proj_metric euclidean", pmt_kernel_name(cfg->proj_kernel), pmt_metric_name(cfg->proj_metric));
+    }
 #undef REQUIRE
     return 0;
 }

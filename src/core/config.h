@@ -21,6 +21,23 @@
 typedef enum { PMT_ATTN_STANDARD = 0, PMT_ATTN_PROJECTION = 1 } pmt_attention_kind;
 /* Attention sites, in the order used by every per-site array. */
 enum { PMT_SITE_ENC_SELF = 0, PMT_SITE_DEC_SELF = 1, PMT_SITE_DEC_CROSS = 2, PMT_SITES = 3 };
+/* Pooling kernel of the projection sites: weight K(d) of a key at distance d
+ * from the query, for width σ, normalised over the row's visible keys. */
+typedef enum {
+    PMT_KERNEL_GAUSSIAN = 0,      /* exp(−d²/(2σ²)): Sanger's projection attention */
+    PMT_KERNEL_BOXCAR = 1,        /* 1 if d ≤ σ, else 0 */
+    PMT_KERNEL_CONSTANT = 2,      /* 1: the plain mean of the visible keys */
+    PMT_KERNEL_EPANECHNIKOV = 3,  /* max(0, 1 − d²/σ²) */
+    PMT_KERNELS = 4
+} pmt_kernel;
+/* Distance of the projection sites (per head; values stay the raw keys). */
+typedef enum {
+    PMT_METRIC_EUCLIDEAN = 0,     /* d² = |q − k|² */
+    PMT_METRIC_DIAGONAL = 1,      /* d² = Σ_c a_c (q_c − k_c)², a_c = exp(learned) per head and site */
+    PMT_METRIC_COSINE = 2,        /* q, k scaled onto a sphere of learned radius per head */
+    PMT_METRIC_DOT = 3,           /* |q|² and |k|² dropped: "d²" = −2 q·k, logits q·k/σ² */
+    PMT_METRICS = 4
+} pmt_metric;
 
 typedef struct pmt_config {
     /* ---- data / prepare ---- */
@@ -41,7 +58,10 @@ typedef struct pmt_config {
     int d_model, n_heads, d_ff, enc_layers, dec_layers;
     double dropout, label_smoothing;
     int site_kind[PMT_SITES];       /* pmt_attention_kind per site */
-    int sigma_learned;              /* projection σ: 0 fixed (σ² = √HS), 1 learned per head/site */
+    int sigma_learned;              /* projection σ: 0 fixed, 1 learned per head/site */
+    int proj_kernel;                /* pmt_kernel of the projection sites */
+    int proj_metric;                /* pmt_metric of the projection sites */
+    double sigma_sq;                /* fixed / initial σ² (0: pmt_model_fixed_log_sigma's default) */
     int max_len;                    /* longest sequence in tokens (positions table, decoding) */
 
     /* ---- training ---- */
@@ -105,6 +125,9 @@ int pmt_config_parse_args(pmt_config *cfg, int argc, char **argv,
                           int *help, int *dump, char *err, size_t errlen);
 
 const char *pmt_attention_kind_name(int kind);
+/* Names as the config spells them ("epanechnikov", "cosine"). */
+const char *pmt_kernel_name(int kernel);
+const char *pmt_metric_name(int metric);
 
 /* Checked integer parsing for every number read from a user: the whole of
  * text must be a base-10 integer in [min, max] ("1e3", "4x", "" and

@@ -61,7 +61,9 @@ struct pmt_model_activations {
     float *d_ln, *d_q, *d_k, *d_v, *d_att, *d_sub;  /* [rows, C] */
     float *d_h;                            /* [rows, F]: d(ReLU output), then in place d(pre-activation) */
 
-    float *log_sigma_fixed;            /* [NH]: log σ with σ² = √HS */
+    float *log_sigma_fixed;            /* [NH]: pmt_model_fixed_log_sigma */
+    float *pool_scratch;               /* poolattn_* scratch (NULL unless pooling) */
+    size_t pool_scratch_floats;
     float *nll_rows;                   /* [B*T] plain NLL per row for perplexity */
 
     /* shapes of the last forward pass */
@@ -97,7 +99,7 @@ static float *add_tensor(table_builder *tb, const char *name, int rows, int cols
 }
 
 static void add_attention(table_builder *tb, pmt_attn_params *a, const char *prefix, int kind,
-                          int learned_sigma, int C, int NH) {
+                          const pmt_config *cfg, int C, int NH) {
     char name[64];
 #define T(field, suffix, r, c) (snprintf(name, sizeof name, "%s.%s", prefix, suffix), a->field = add_tensor(tb, name, r, c))
     memset(a, 0, sizeof *a);
@@ -110,7 +112,9 @@ static void add_attention(table_builder *tb, pmt_attn_params *a, const char *pre
     }
     T(wo, "wo", C, C);
     T(bo, "bo", C, 1);
-    if (kind == PMT_ATTN_PROJECTION && learned_sigma) T(log_sigma, "log_sigma", NH, 1);
+    if (kind == PMT_ATTN_PROJECTION && cfg->sigma_learned) T(log_sigma, "log_sigma", NH, 1);
+    if (kind == PMT_ATTN_PROJECTION && cfg->proj_metric == PMT_METRIC_DIAGONAL) T(log_metric, "log_metric", C, 1);
+    if (kind == PMT_ATTN_PROJECTION && cfg->proj_metric == PMT_METRIC_COSINE) T(log_radius, "log_radius", NH, 1);
 #undef T
 }
 
@@ -133,7 +137,7 @@ static void build_tensor_table(table_builder *tb, const pmt_config *cfg, int V,
     *wte = add_tensor(tb, "wte", V, C);
     for (int l = 0; l < cfg->enc_layers; l++) {
         snprintf(prefix, sizeof prefix, "enc.%d.self", l);
-        add_attention(tb, &enc[l].self, prefix, cfg->site_kind[PMT_SITE_ENC_SELF], cfg->sigma_learned, C, NH);
+        add_attention(tb, &enc[l].self, prefix, cfg->site_kind[PMT_SITE_ENC_SELF], cfg, C, NH);
         snprintf(prefix, sizeof prefix, "enc.%d.ffn", l);
         add_ffn(tb, &enc[l].ffn, prefix, C, F);
     }
@@ -141,9 +145,9 @@ static void build_tensor_table(table_builder *tb, const pmt_config *cfg, int V,
     enc_ln[1] = add_tensor(tb, "enc.ln_b", C, 1);
     for (int l = 0; l < cfg->dec_layers; l++) {
         snprintf(prefix, sizeof prefix, "dec.%d.self", l);
-        add_attention(tb, &dec[l].self, prefix, cfg->site_kind[PMT_SITE_DEC_SELF], cfg->sigma_learned, C, NH);
+        add_attention(tb, &dec[l].self, prefix, cfg->site_kind[PMT_SITE_DEC_SELF], cfg, C, NH);
         snprintf(prefix, sizeof prefix, "dec.%d.cross", l);
-        add_attention(tb, &dec[l].cross, prefix, cfg->site_kind[PMT_SITE_DEC_CROSS], cfg->sigma_learned, C, NH);
+        add_attention(tb, &dec[l].cross, prefix, cfg->site_kind[PMT_SITE_DEC_CROSS], cfg, C, NH);
         snprintf(prefix, sizeof prefix, "dec.%d.ffn", l);
         add_ffn(tb, &dec[l].ffn, prefix, C, F);
     }
@@ -161,6 +165,17 @@ size_t pmt_model_count_params(const pmt_config *cfg, int V) {
     free(enc);
     free(dec);
     return tb.offset;
+}
+
+float pmt_model_fixed_log_sigma(const pmt_config *cfg) {
+    const double HS = (double)(cfg->d_model / cfg->n_heads);
+    const int compact = cfg->proj_kernel == PMT_KERNEL_BOXCAR || cfg->proj_kernel == PMT_KERNEL_EPANECHNIKOV;
+    const double sigma_sq = cfg->sigma_sq > 0 ? cfg->sigma_sq : compact ? 2.0 * HS : sqrt(HS);
+    return (float)(0.5 * log(sigma_sq));
+}
+
+int pmt_model_uses_poolattn(const pmt_config *cfg) {
+    return cfg->proj_kernel != PMT_KERNEL_GAUSSIAN || cfg->proj_metric != PMT_METRIC_EUCLIDEAN;
 }
 
 const pmt_tensor *pmt_model_find_tensor(const pmt_model *m, const char *name) {
@@ -231,7 +246,7 @@ static void carve_block(arena_builder *ab, block_act *a, int is_attention, int k
 }
 
 static void carve_activations(arena_builder *ab, pmt_model_activations *A, const pmt_config *cfg,
-                              int V, size_t rows, size_t probs) {
+                              int V, size_t rows, size_t probs, int max_len) {
     const int C = cfg->d_model, F = cfg->d_ff, NH = cfg->n_heads;
     A->enc_x0 = carve(ab, rows * C);
     A->enc_mask0 = carve(ab, rows * C);
@@ -267,6 +282,11 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->d_sub = carve(ab, rows * C);
     A->d_h = carve(ab, rows * F);
     A->log_sigma_fixed = carve(ab, (size_t)NH);
+    int any_projection = 0;
+    for (int s = 0; s < PMT_SITES; s++) any_projection |= cfg->site_kind[s] == PMT_ATTN_PROJECTION;
+    A->pool_scratch_floats = any_projection && pmt_model_uses_poolattn(cfg)
+                                 ? poolattn_scratch_bound((int)rows, max_len, C, NH) : 0;
+    A->pool_scratch = A->pool_scratch_floats ? carve(ab, A->pool_scratch_floats) : NULL;
 }
 
 int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
@@ -317,13 +337,13 @@ int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int
     size_t rows = (size_t)max_rows;
     size_t probs = (size_t)m->NH * rows * (size_t)max_len;
     arena_builder ab = {0};
-    carve_activations(&ab, m->act, cfg, V, rows, probs);
+    carve_activations(&ab, m->act, cfg, V, rows, probs, max_len);
     m->act->arena_floats = ab.used;
     m->act->arena = aligned_alloc(64, ab.used * sizeof(float));
     if (!m->act->arena) goto oom;
     arena_builder bind_arena = {.base = m->act->arena};
-    carve_activations(&bind_arena, m->act, cfg, V, rows, probs);
-    for (int h = 0; h < m->NH; h++) m->act->log_sigma_fixed[h] = pmt_model_fixed_log_sigma(m->HS);
+    carve_activations(&bind_arena, m->act, cfg, V, rows, probs, max_len);
+    for (int h = 0; h < m->NH; h++) m->act->log_sigma_fixed[h] = pmt_model_fixed_log_sigma(cfg);
     return 0;
 oom:
     snprintf(err, errlen, "model: out of memory (vocab %d, max_rows %d, max_len %d)", V, max_rows, max_len);
@@ -347,8 +367,6 @@ void pmt_model_free(pmt_model *m) {
     memset(m, 0, sizeof *m);
 }
 
-float pmt_model_fixed_log_sigma(int HS) { return (float)(0.25 * log((double)HS)); }
-
 void pmt_model_init_params(pmt_model *m, uint64_t seed) {
     pmt_rng rng = {pmt_splitmix64(seed ^ 0x5EED0F0DE1ULL)};
     for (int i = 0; i < m->n_tensors; i++) {
@@ -363,7 +381,9 @@ void pmt_model_init_params(pmt_model *m, uint64_t seed) {
         } else if (!strcmp(leaf, "ln_w")) {
             for (size_t j = 0; j < t->size; j++) p[j] = 1.0f;
         } else if (!strcmp(leaf, "log_sigma")) {
-            for (size_t j = 0; j < t->size; j++) p[j] = pmt_model_fixed_log_sigma(m->HS);
+            for (size_t j = 0; j < t->size; j++) p[j] = pmt_model_fixed_log_sigma(&m->cfg);
+        } else if (!strcmp(leaf, "log_radius")) {
+            for (size_t j = 0; j < t->size; j++) p[j] = (float)(0.5 * log((double)m->HS));
         } else if (t->cols > 1) {
             double limit = sqrt(6.0 / (double)(t->rows + t->cols));
             for (size_t j = 0; j < t->size; j++) p[j] = (float)(limit * (2.0 * pmt_rng_uniform(&rng) - 1.0));
@@ -424,6 +444,11 @@ static const float *site_log_sigma(const pmt_model *m, const pmt_attn_params *p)
     return p->log_sigma ? p->log_sigma : m->act->log_sigma_fixed;
 }
 
+static poolattn_params site_pool_params(const pmt_model *m, const pmt_attn_params *p) {
+    return (poolattn_params){m->cfg.proj_kernel, m->cfg.proj_metric, site_log_sigma(m, p), p->log_metric,
+                             p->log_radius};
+}
+
 static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, block_act *a,
                                        const block_io *io) {
     const int C = m->C, NH = m->NH;
@@ -435,9 +460,13 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
         linear_forward(a->v, mem, p->wv, p->bv, Nk, C, C);
         attention_forward(a->att, a->probs, a->q, a->k, a->v, io->klen, io->causal,
                           io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
-    } else {
+    } else if (!pmt_model_uses_poolattn(&m->cfg)) {
         projattn_forward(a->att, a->probs, a->ln, mem, site_log_sigma(m, p), io->klen, io->causal,
                          io->B, io->Tq, io->Tk, C, NH);
+    } else {
+        const poolattn_params pp = site_pool_params(m, p);
+        poolattn_forward(a->att, a->probs, a->ln, mem, &pp, io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH,
+                         m->act->pool_scratch, m->act->pool_scratch_floats);
     }
     linear_forward(a->sub, a->att, p->wo, p->bo, Nq, C, C);
 }
@@ -587,8 +616,15 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
     } else {
         zero(A->d_ln, (size_t)Nq * C);
         float *d_mem = io->memory ? d_memory : A->d_ln;   /* q = k (= v) in self-attention */
-        projattn_backward(A->d_ln, d_mem, grad_of(m, p->log_sigma), A->d_att, a->probs, a->ln, mem,
-                          site_log_sigma(m, p), io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH);
+        if (!pmt_model_uses_poolattn(&m->cfg)) {
+            projattn_backward(A->d_ln, d_mem, grad_of(m, p->log_sigma), A->d_att, a->probs, a->ln, mem,
+                              site_log_sigma(m, p), io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH);
+        } else {
+            const poolattn_params pp = site_pool_params(m, p);
+            const poolattn_grads pg = {grad_of(m, p->log_sigma), grad_of(m, p->log_metric), grad_of(m, p->log_radius)};
+            poolattn_backward(A->d_ln, d_mem, &pg, A->d_att, a->probs, a->ln, mem, &pp, io->klen, io->causal,
+                              io->B, io->Tq, io->Tk, C, NH, A->pool_scratch, A->pool_scratch_floats);
+        }
     }
 }
 

@@ -31,12 +31,16 @@ typedef struct pmt_tensor {
 } pmt_tensor;
 
 /* One attention block's parameters (pointers into the flat params buffer;
- * wq..bv are NULL for a projection site, log_sigma NULL unless learned σ). */
+ * wq..bv are NULL for a projection site, log_sigma NULL unless learned σ,
+ * log_metric / log_radius NULL unless the projection metric is diagonal /
+ * cosine). */
 typedef struct pmt_attn_params {
     float *ln_w, *ln_b;                      /* pre-LayerNorm [C] */
     float *wq, *bq, *wk, *bk, *wv, *bv;      /* [C, C], [C] (standard only) */
     float *wo, *bo;                          /* [C, C], [C] */
     float *log_sigma;                        /* [NH] (projection + learned σ) */
+    float *log_metric;                       /* [C]: a = exp(·) per head dimension (diagonal metric) */
+    float *log_radius;                       /* [NH]: sphere radius ρ = exp(·) (cosine metric) */
 } pmt_attn_params;
 
 typedef struct pmt_ffn_params {
@@ -92,14 +96,23 @@ size_t pmt_model_count_params(const pmt_config *cfg, int V);
 /* Matrix-product FLOPs of one training step (forward + backward = 3x forward)
  * on a padded batch of B pairs with lengths S and T, as the GEMMs run them. */
 double pmt_model_train_flops(const pmt_config *cfg, int V, int B, int S, int T);
-/* log σ of a projection head with fixed σ, σ² = √HS (log σ = log(HS)/4): the
- * σ the training pass and the incremental decoder use, and where a learned
- * σ starts. */
-float pmt_model_fixed_log_sigma(int HS);
 /* Xavier-uniform matrices, zero biases, unit LayerNorm gains, N(0, C^-1/2)
- * embeddings, log σ = pmt_model_fixed_log_sigma — deterministic in seed. */
+ * embeddings, log σ = pmt_model_fixed_log_sigma, log_metric = 0 (the
+ * euclidean distance), log ρ = log(HS)/2 (the typical norm of a LayerNormed
+ * head slice) — deterministic in seed. */
 void pmt_model_init_params(pmt_model *m, uint64_t seed);
 const pmt_tensor *pmt_model_find_tensor(const pmt_model *m, const char *name);
+/* log σ of the projection sites when fixed (the training pass and the
+ * incremental decoder use it), and where a learned σ starts:
+ * σ² = cfg->sigma_sq if set, else √HS for the gaussian kernel (Sanger's
+ * choice; with the dot metric it is standard attention's 1/√HS scaling) and
+ * 2·HS for boxcar and Epanechnikov — the squared distance of two orthogonal
+ * LayerNormed head slices (|x|² ≈ HS each), so keys within 90° of the query
+ * are in range at the start. The constant kernel ignores σ. */
+float pmt_model_fixed_log_sigma(const pmt_config *cfg);
+/* Whether the projection sites run the pooling family (nn/ops.h poolattn_*)
+ * rather than Sanger's gaussian/euclidean projattn_*. */
+int pmt_model_uses_poolattn(const pmt_config *cfg);
 
 /* Teacher-forced forward pass with label-smoothed loss. train = 1 applies
  * dropout with masks drawn from dropout_seed (repeatable). Fills *stats;

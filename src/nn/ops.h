@@ -104,6 +104,54 @@ void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dou
                        const float *log_sigma, const int32_t *klen, int causal,
                        int B, int T, int S, int C, int NH);
 
+/* ---- pooling attention: the projection family (ops_poolattn.c) ----
+ * Nadaraya–Watson pooling over the visible keys, values = the raw keys:
+ *   z = M_h(x)                     per-head metric map of queries and keys
+ *   r[t,j] = |z_q,t − z_k,j|² / σ_h²   (dot metric: −2 z_q,t·z_k,j / σ_h²)
+ *   w[t,j] = K(r[t,j]) / Σ_j' K(r[t,j'])   over the visible keys j' of row t
+ *   out_t = Σ_j w[t,j] · k_j
+ * kernel (PMT_KERNEL_* of core/config.h): gaussian K = exp(−r/2) (a softmax),
+ * boxcar K = [r ≤ 1], constant K = 1, epanechnikov K = max(0, 1 − r).
+ * metric (PMT_METRIC_*): euclidean z = x; diagonal z_c = x_c·exp(log_metric[c]/2)
+ * (so d² = Σ_c a_c (q_c − k_c)², a = exp(log_metric)); cosine
+ * z = ρ_h · x / √(|x|² + 1e-6) with ρ_h = exp(log_radius[h]); dot z = x.
+ * A row whose visible keys all have K = 0 (boxcar/epanechnikov, every key
+ * beyond σ) takes its NEAREST visible key (weight 1 on the smallest r, the
+ * first on ties): the limit of both kernels as σ shrinks onto that key, so
+ * the output is continuous in σ, finite, and the value gradient still flows.
+ * A row with no visible key is all zeros, as in every attention kernel.
+ * Gradients: through the values always; through r (so to q, k, σ and the
+ * metric) for gaussian and for epanechnikov inside its support; boxcar and
+ * constant are piecewise constant in r, so q and k get only the value
+ * gradient, and a nearest-key row gets no gradient through r.
+ * Shapes and aliasing as projattn_*: q [B*T, C], k [B*S, C] (k may be q),
+ * weights [B, NH, T, S]. log_sigma [NH]; log_metric [C] (diagonal only);
+ * log_radius [NH] (cosine only). scratch: caller memory of at least
+ * poolattn_scratch_floats(B, T, S, C, NH) floats (shared by forward and
+ * backward, overwritten; passed with its size, which is asserted). */
+typedef struct poolattn_params {
+    int kernel, metric;           /* PMT_KERNEL_*, PMT_METRIC_* */
+    const float *log_sigma;       /* [NH] */
+    const float *log_metric;      /* [C] diagonal metric, else unused */
+    const float *log_radius;      /* [NH] cosine metric, else unused */
+} poolattn_params;
+/* Gradients of the parameters, accumulated; NULL members are not computed. */
+typedef struct poolattn_grads {
+    float *log_sigma, *log_metric, *log_radius;
+} poolattn_grads;
+
+size_t poolattn_scratch_floats(int B, int T, int S, int C, int NH);
+/* Enough scratch for every call with B*T <= rows, B*S <= rows and T, S <= len
+ * (the model's arena bounds). */
+size_t poolattn_scratch_bound(int rows, int len, int C, int NH);
+void poolattn_forward(float *out, float *weights, const float *q, const float *k, const poolattn_params *p,
+                      const int32_t *klen, int causal, int B, int T, int S, int C, int NH,
+                      float *scratch, size_t scratch_floats);
+/* dq [B*T, C], dk [B*S, C] += ... (dq == dk for self-attention). */
+void poolattn_backward(float *dq, float *dk, const poolattn_grads *dp, const float *dout, const float *weights,
+                       const float *q, const float *k, const poolattn_params *p, const int32_t *klen, int causal,
+                       int B, int T, int S, int C, int NH, float *scratch, size_t scratch_floats);
+
 /* ---- softmax cross-entropy with label smoothing ----
  * Smoothed target q = (1-eps)·onehot(target) + eps/V (PyTorch's label_smoothing).
  * logits [N, V] in; probs [N, V] out (may alias logits); loss [N] per row

@@ -32,24 +32,6 @@
 #include <math.h>
 #include <string.h>
 
-/* Keys visible to any query of a sentence with klen keys: the prefix
- * 0..klen-1 of the S key rows. Every GEMM of a (b, h) task runs over this
- * prefix only: columns/rows beyond it would only produce logits that are
- * masked to -INFINITY, zero weights and zero gradients (adding 0·x to a
- * finite sum leaves it unchanged, so the results are bit-identical). This
- * matters for padded batches and most for the decoder's self-attention,
- * whose cache has cap rows of which only t+1 are filled. */
-static inline int key_prefix(int32_t klen, int S) {
-    return klen <= 0 ? 0 : (klen < S ? (int)klen : S);
-}
-
-/* Keys visible to query t (the length of the visible prefix). */
-static inline int visible_keys(int32_t klen, int causal, int t, int S) {
-    int n = klen < S ? (int)klen : S;
-    if (causal && t + 1 < n) n = t + 1;
-    return n > 0 ? n : 0;
-}
-
 /* In place over row [S]: softmax of the logits row[0..nvis-1] with the max
  * subtracted (no overflow), normaliser summed in double; row[nvis..S-1] are
  * masked and set to exactly 0; nvis == 0 gives an all-zero row. */

@@ -108,8 +108,9 @@ static void write_json(FILE *out, const pmt_model *m, const pmt_spm *spm, const 
     pmt_json_string(out, p->source);
     fputs(", \"target\": ", out);
     pmt_json_string(out, p->target);
-    fprintf(out, ", \"n_heads\": %d, \"sigma\": \"%s\",\n \"attention\": {", m->NH,
-            m->cfg.sigma_learned ? "learned" : "fixed");
+    fprintf(out, ", \"n_heads\": %d, \"sigma\": \"%s\", \"kernel\": \"%s\", \"metric\": \"%s\",\n \"attention\": {",
+            m->NH, m->cfg.sigma_learned ? "learned" : "fixed", pmt_kernel_name(m->cfg.proj_kernel),
+            pmt_metric_name(m->cfg.proj_metric));
     for (int s = 0; s < PMT_SITES; s++)
         fprintf(out, "%s\"%s\": \"%s\"", s ? ", " : "", site_names[s], pmt_attention_kind_name(m->cfg.site_kind[s]));
     fputc('}', out);

@@ -142,9 +142,13 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
             out->final_loss = loss;
         }
     }
-    snprintf(out->mode, sizeof out->mode, "%s/%s/%s%s", pmt_attention_kind_name(cfg->site_kind[0]),
+    /* The pooling family's kernel and metric are named when not Sanger's. */
+    char family[64] = "";
+    if (pmt_model_uses_poolattn(cfg))
+        snprintf(family, sizeof family, "+%s+%s", pmt_kernel_name(cfg->proj_kernel), pmt_metric_name(cfg->proj_metric));
+    snprintf(out->mode, sizeof out->mode, "%s/%s/%s%s%s", pmt_attention_kind_name(cfg->site_kind[0]),
              pmt_attention_kind_name(cfg->site_kind[1]), pmt_attention_kind_name(cfg->site_kind[2]),
-             cfg->sigma_learned ? "+learned-sigma" : "");
+             cfg->sigma_learned ? "+learned-sigma" : "", family);
     out->params = m.n_params;
     out->flops_per_token = total_flops / (double)total_tokens;
     out->ms_per_step = median(step_ms, steps);

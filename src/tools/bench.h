@@ -14,7 +14,7 @@
 #include "data/corpus.h"
 
 typedef struct pmt_bench_result {
-    char mode[48];               /* e.g. "standard", "projection" */
+    char mode[96];               /* e.g. "standard", "projection/projection/projection+boxcar+euclidean" */
     size_t params;
     double flops_per_token;      /* training FLOPs (fwd + bwd) per source+target token */
     double ms_per_step;          /* median over the timed steps */

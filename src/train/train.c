@@ -77,6 +77,11 @@ static void print_param_counts(trainer *t) {
                          "dec-self %s, dec-cross %s)", n, t->cfg.d_model, t->cfg.enc_layers, t->cfg.dec_layers,
                          t->model.V, pmt_attention_kind_name(t->cfg.site_kind[0]),
                          pmt_attention_kind_name(t->cfg.site_kind[1]), pmt_attention_kind_name(t->cfg.site_kind[2]));
+    if (pmt_model_uses_poolattn(&t->cfg))
+        pmt_progress_message(l, "projection sites: kernel %s, metric %s, sigma %s (initial sigma^2 %.4g)",
+                             pmt_kernel_name(t->cfg.proj_kernel), pmt_metric_name(t->cfg.proj_metric),
+                             t->cfg.sigma_learned ? "learned" : "fixed",
+                             exp(2.0 * (double)pmt_model_fixed_log_sigma(&t->cfg)));
     pmt_progress_message(l, "parameters per attention combination (enc-self / dec-self / dec-cross):");
     for (int mask = 0; mask < 8; mask++) {
         pmt_config c = t->cfg;

@@ -67,6 +67,14 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
             ok = c->cross_k && c->cross_v;
         }
     }
+    if (ok && pmt_model_uses_poolattn(&m->cfg) && (!is_standard(d, PMT_SITE_DEC_SELF) || !is_standard(d, PMT_SITE_DEC_CROSS))) {
+        /* self: one query per row over cap <= max_len keys; cross: the beam
+         * rows of each sentence over its source. */
+        size_t self = poolattn_scratch_floats(d->max_rows, 1, m->max_len, m->C, m->NH);
+        size_t cross = poolattn_scratch_floats(max_sent, max_beam, m->max_len, m->C, m->NH);
+        d->pool_scratch_floats = self > cross ? self : cross;
+        ok = (d->pool_scratch = alloc_floats(d->pool_scratch_floats)) != NULL;
+    }
     float **scratch[] = {&d->x, &d->ln, &d->q, &d->k_new, &d->v_new, &d->att, &d->sub};
     for (size_t i = 0; ok && i < sizeof scratch / sizeof scratch[0]; i++) ok = (*scratch[i] = alloc_floats(R * C)) != NULL;
     if (ok) {
@@ -84,7 +92,7 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
         pmt_decoder_free(d);
         return -1;
     }
-    for (int h = 0; h < m->NH; h++) d->log_sigma_fixed[h] = pmt_model_fixed_log_sigma(m->HS);
+    for (int h = 0; h < m->NH; h++) d->log_sigma_fixed[h] = pmt_model_fixed_log_sigma(&m->cfg);
     return 0;
 }
 
@@ -98,7 +106,7 @@ void pmt_decoder_free(pmt_decoder *d) {
     }
     free(d->layers);
     free(d->src_len); free(d->self_klen); 
-    free(d->log_sigma_fixed); free(d->enc_out);
+    free(d->log_sigma_fixed); free(d->enc_out); free(d->pool_scratch);
     free(d->x); free(d->ln); free(d->q); free(d->k_new); free(d->v_new); free(d->att); free(d->sub);
     free(d->mean); free(d->rstd); free(d->lse); free(d->h); free(d->attn_probs); free(d->logits);
     memset(d, 0, sizeof *d);
@@ -137,6 +145,21 @@ static const float *site_log_sigma(const pmt_decoder *d, const pmt_attn_params *
     return p->log_sigma ? p->log_sigma : d->log_sigma_fixed;
 }
 
+/* Projection attention of q over keys k (values = keys) at a projection
+ * site: Sanger's projattn, or the pooling family (as model.c chooses). */
+static void projection_attention(pmt_decoder *d, const pmt_attn_params *p, const float *q, const float *k,
+                                 const int32_t *klen, int B, int T, int S) {
+    const pmt_model *m = d->m;
+    if (!pmt_model_uses_poolattn(&m->cfg)) {
+        projattn_forward_few_queries(d->att, d->attn_probs, q, k, site_log_sigma(d, p), klen, 0, B, T, S, m->C, m->NH);
+        return;
+    }
+    const poolattn_params pp = {m->cfg.proj_kernel, m->cfg.proj_metric, site_log_sigma(d, p), p->log_metric,
+                                p->log_radius};
+    poolattn_forward(d->att, d->attn_probs, q, k, &pp, klen, 0, B, T, S, m->C, m->NH, d->pool_scratch,
+                     d->pool_scratch_floats);
+}
+
 /* Copies rows [R, C] into position t of a [R, cap, C] cache. */
 static void cache_put(float *cache, const float *rows, int R, int cap, int t, int C) {
     for (int r = 0; r < R; r++)
@@ -158,8 +181,7 @@ static void self_attention(pmt_decoder *d, const pmt_attn_params *p, pmt_decoder
                           (float)(1.0 / sqrt((double)m->HS)));
     } else {
         cache_put(c->k, d->ln, R, d->cap, d->t, C);
-        projattn_forward_few_queries(d->att, d->attn_probs, d->ln, c->k, site_log_sigma(d, p), d->self_klen, 0, R, 1,
-                         d->cap, C, m->NH);
+        projection_attention(d, p, d->ln, c->k, d->self_klen, R, 1, d->cap);
     }
 }
 
@@ -173,8 +195,7 @@ static void cross_attention(pmt_decoder *d, const pmt_attn_params *p, const pmt_
         attention_forward_few_queries(d->att, d->attn_probs, d->q, c->cross_k, c->cross_v, d->src_len, 0, d->n_sent, d->beam,
                           d->S, C, m->NH, (float)(1.0 / sqrt((double)m->HS)));
     } else {
-        projattn_forward_few_queries(d->att, d->attn_probs, d->ln, d->enc_out, site_log_sigma(d, p), d->src_len, 0, d->n_sent,
-                         d->beam, d->S, C, m->NH);
+        projection_attention(d, p, d->ln, d->enc_out, d->src_len, d->n_sent, d->beam, d->S);
     }
 }
 

@@ -57,7 +57,9 @@ typedef struct pmt_decoder {
     int32_t *self_klen;          /* [max_rows] keys visible at this step (t+1) */
     float *enc_out;              /* [max_sent * max_len, C] */
     pmt_decoder_layer *layers;   /* [dec_layers] */
-    float *log_sigma_fixed;      /* [NH] log σ for fixed σ (σ² = √HS) */
+    float *log_sigma_fixed;      /* [NH] log σ for fixed σ (pmt_model_fixed_log_sigma) */
+    float *pool_scratch;         /* poolattn_* scratch for the largest step (NULL unless pooling) */
+    size_t pool_scratch_floats;
 
     /* per-step scratch, [max_rows, ...] */
     float *x, *ln, *mean, *rstd, *q, *k_new, *v_new, *att, *sub, *h;
