@@ -52,7 +52,8 @@ for mode in "${modes[@]}"; do
     check "$mode/$f written" [ -s "$study/$mode/$f" ]
   done
   check "$mode trained 4 steps" [ "$(awk -F'\t' '$1 == "train" { s = $2 } END { print s }' "$study/$mode/train.tsv")" = 4 ]
-  check "$mode checkpoints stay in ckpt/" [ -f "$study/$mode/ckpt/last.ckpt" ] && [ -z "$(ls "$study/$mode" | grep '\.ckpt$')" ]
+  check "$mode checkpoints stay in ckpt/" [ -f "$study/$mode/ckpt/last.ckpt" ]
+  check "$mode has no checkpoint outside ckpt/" [ -z "$(find "$study/$mode" -maxdepth 1 -name '*.ckpt')" ]
   check "report has a speed and a quality row for $mode" [ "$(grep -c "^| $mode |" "$report")" -eq 2 ]
   final_loss=$(awk -F'\t' '$1 == "valid" { l = $4 } END { printf "%.4f", l }' "$study/$mode/train.tsv")
   check "report shows $mode's final valid loss $final_loss from train.tsv" \

@@ -75,7 +75,8 @@ expect_fail "--split without --model" 2 "need --model" "$projmt" eval --split va
 # --- translation mode ---------------------------------------------------------
 out=$("$projmt" eval --model "$model" --src "$tmp/data/test.en" --ref "$tmp/data/test.es" --beam-size 2 \
   --hyp-out "$tmp/test.hyp" --json 2>&1)
-check "--src exits 0 ($(tail -n 2 <<< "$out"))" [ $? -eq 0 ]
+rc=$?
+check "--src exits 0 ($(tail -n 2 <<< "$out"))" [ $rc -eq 0 ]
 json=$(tail -n 1 <<< "$out")
 check "sacreBLEU BLEU line" grep -q '^BLEU|nrefs:1|' <<< "$out"
 check "sacreBLEU chrF line" grep -q '^chrF2|nrefs:1|' <<< "$out"

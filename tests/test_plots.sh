@@ -32,7 +32,8 @@ sed 's/^valid\t10\t\(.*\)\t\t$/valid\t10\t\1\t3.5\t20.1/; s/^valid\t20\t\(.*\)\t
   "$tmp/a.tsv" > "$tmp/b.tsv"
 
 "$python" "$scripts/plot_curves.py" --out "$tmp/plots" standard="$tmp/a.tsv" > "$tmp/log" 2>&1
-check "plot_curves exits 0 ($(tail -n 2 "$tmp/log"))" [ $? -eq 0 ]
+rc=$?
+check "plot_curves exits 0 ($(tail -n 2 "$tmp/log"))" [ $rc -eq 0 ]
 for name in accuracy loss valid_time; do
   for fmt in png svg; do check "plot_curves wrote $name.$fmt" [ -s "$tmp/plots/$name.$fmt" ]; done
 done
@@ -73,7 +74,8 @@ write_dump "$tmp/std.json" standard
 write_dump "$tmp/proj.json" projection
 "$python" "$scripts/plot_attention.py" --out "$tmp/att" --name s1 standard="$tmp/std.json" \
   projection="$tmp/proj.json" > "$tmp/log" 2>&1
-check "plot_attention exits 0 ($(tail -n 2 "$tmp/log"))" [ $? -eq 0 ]
+rc=$?
+check "plot_attention exits 0 ($(tail -n 2 "$tmp/log"))" [ $rc -eq 0 ]
 for name in s1_encoder_self s1_decoder_self s1_decoder_cross s1_cross_mean; do
   for fmt in png svg; do check "plot_attention wrote $name.$fmt" [ -s "$tmp/att/$name.$fmt" ]; done
 done

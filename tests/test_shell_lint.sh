@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# test_shell_pipes.sh — no shell script under pipefail pipes into a reader
+# test_shell_lint.sh — two shell mistakes that made tests flaky or unable to
+# fail, checked over every tests/*.sh and scripts/*.sh.
+#
+# 1. No shell script under pipefail pipes into a reader
 # that stops early (grep -q, grep -m, head): the reader's exit makes the
 # writer die of SIGPIPE when it still has lines to write, and pipefail then
 # fails the pipeline — at random, more often under load. That made
@@ -7,7 +10,12 @@
 # (grep -q PATTERN <<<"$text") or a command substitution instead.
 # First shows the failure mode on a deterministic case, then checks every
 # tests/*.sh and scripts/*.sh that sets pipefail.
-# Usage: bash test_shell_pipes.sh <build-dir>   (the build is not used)
+#
+# 2. No check reads $? after a command substitution on the same line
+# (check "msg $(tail log)" [ $? -eq 0 ]): the words expand left to right, so
+# $? is the substitution's status, not the tested command's, and the check
+# cannot fail. Save the status first (rc=$?).
+# Usage: bash test_shell_lint.sh <build-dir>   (the build is not used)
 set -u
 cd "${PROJMT_SOURCE_DIR:-$(dirname "$0")/..}" || exit 1
 bad=0
@@ -22,7 +30,7 @@ fi
 
 checked=0
 for f in tests/*.sh scripts/*.sh; do
-  [ "$f" = tests/test_shell_pipes.sh ] && continue   # its demonstration pipeline is on purpose
+  [ "$f" = tests/test_shell_lint.sh ] && continue   # its demonstration pipeline is on purpose
   grep -q 'pipefail' "$f" || continue
   checked=$((checked + 1))
   # a pipe into grep with -q/-m (any letter group) or into head, outside comments
@@ -32,6 +40,11 @@ for f in tests/*.sh scripts/*.sh; do
     bad=1
   fi
 done
+status_hits=$(grep -nE '^[^#]*\$\(.*\$\?' tests/*.sh scripts/*.sh | grep -v '^tests/test_shell_lint.sh:')
+if [ -n "$status_hits" ]; then
+  while IFS= read -r h; do echo "FAIL: $h: \$? read after a command substitution on the same line"; done <<<"$status_hits"
+  bad=1
+fi
 [ "$checked" -gt 5 ] || { echo "FAIL: only $checked scripts with pipefail found"; bad=1; }
-[ $bad -eq 0 ] && echo "ok: $checked scripts with pipefail have no pipe into grep -q/-m or head"
+[ $bad -eq 0 ] && echo "ok: $checked scripts with pipefail have no pipe into grep -q/-m or head; no \$? after a substitution"
 exit $bad
