@@ -108,7 +108,7 @@ static void test_round_trip(const char *dir) {
     fill_state(&st);
     snprintf(path, sizeof path, "%s/last.ckpt", dir);
     const pmt_adam_state adam = pmt_optim_state(&o);
-    int rc = pmt_checkpoint_save(path, &m, FAKE_SPM, sizeof FAKE_SPM, &adam, &st, err, sizeof err);
+    int rc = pmt_checkpoint_save(path, &m, FAKE_SPM, sizeof FAKE_SPM, &adam, &st, NULL, err, sizeof err);
     CHECK_MSG(rc == 0, "%s", err);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     CHECK(access(tmp, F_OK) != 0);
@@ -155,7 +155,7 @@ static void test_round_trip(const char *dir) {
 
     /* Parameters only (what a translator needs). */
     snprintf(path, sizeof path, "%s/params.ckpt", dir);
-    CHECK(pmt_checkpoint_save(path, &m, FAKE_SPM, sizeof FAKE_SPM, NULL, NULL, err, sizeof err) == 0);
+    CHECK(pmt_checkpoint_save(path, &m, FAKE_SPM, sizeof FAKE_SPM, NULL, NULL, NULL, err, sizeof err) == 0);
     CHECK(pmt_checkpoint_load(&ck, path, err, sizeof err) == 0);
     CHECK(!ck.has_optim && !ck.has_state && ck.adam_m == NULL);
     CHECK(memcmp(ck.params, m.params, m.n_params * sizeof(float)) == 0);
@@ -169,7 +169,7 @@ static void test_damaged_files(const char *dir) {
     pmt_model m;
     make_model(&m, PMT_ATTN_PROJECTION, 3);
     snprintf(good, sizeof good, "%s/good.ckpt", dir);
-    CHECK(pmt_checkpoint_save(good, &m, FAKE_SPM, sizeof FAKE_SPM, NULL, NULL, err, sizeof err) == 0);
+    CHECK(pmt_checkpoint_save(good, &m, FAKE_SPM, sizeof FAKE_SPM, NULL, NULL, NULL, err, sizeof err) == 0);
     unsigned char *bytes = NULL;
     size_t n = read_bytes(good, &bytes);
     CHECK(n > 100);
@@ -215,11 +215,11 @@ static void test_failed_save_keeps_old_file(const char *dir) {
     pmt_model m;
     make_model(&m, PMT_ATTN_STANDARD, 1);
     snprintf(path, sizeof path, "%s/keep.ckpt", dir);
-    CHECK(pmt_checkpoint_save(path, &m, FAKE_SPM, 4, NULL, NULL, err, sizeof err) == 0);
+    CHECK(pmt_checkpoint_save(path, &m, FAKE_SPM, 4, NULL, NULL, NULL, err, sizeof err) == 0);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     CHECK(mkdir(tmp, 0755) == 0);  /* the temporary file cannot be created */
     m.params[0] += 1.0f;
-    CHECK(pmt_checkpoint_save(path, &m, FAKE_SPM, 4, NULL, NULL, err, sizeof err) == -1);
+    CHECK(pmt_checkpoint_save(path, &m, FAKE_SPM, 4, NULL, NULL, NULL, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "keep.ckpt.tmp") != NULL, "message: %s", err);
     pmt_checkpoint ck;
     CHECK(pmt_checkpoint_load(&ck, path, err, sizeof err) == 0);
@@ -227,7 +227,7 @@ static void test_failed_save_keeps_old_file(const char *dir) {
     pmt_checkpoint_free(&ck);
     CHECK(rmdir(tmp) == 0);
     snprintf(path, sizeof path, "%s/no/such/dir/x.ckpt", dir);
-    CHECK(pmt_checkpoint_save(path, &m, FAKE_SPM, 4, NULL, NULL, err, sizeof err) == -1);
+    CHECK(pmt_checkpoint_save(path, &m, FAKE_SPM, 4, NULL, NULL, NULL, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "x.ckpt.tmp") != NULL, "message: %s", err);
     pmt_model_free(&m);
 }
@@ -266,7 +266,7 @@ static void test_load_model_for_translation(const char *dir) {
     CHECK(vocab > 20);
     make_model_v(&m, PMT_ATTN_PROJECTION, 5, vocab);
     snprintf(path, sizeof path, "%s/best.ckpt", dir);
-    CHECK(pmt_checkpoint_save(path, &m, spm_bytes, spm_size, NULL, NULL, err, sizeof err) == 0);
+    CHECK(pmt_checkpoint_save(path, &m, spm_bytes, spm_size, NULL, NULL, NULL, err, sizeof err) == 0);
     pmt_spm *loaded = NULL;
     int rc = pmt_checkpoint_load_model(path, &t, 40, 0, &loaded, err, sizeof err);
     CHECK_MSG(rc == 0, "%s", err);
@@ -282,14 +282,14 @@ static void test_load_model_for_translation(const char *dir) {
         pmt_model_free(&t);
     }
     /* Fake SentencePiece bytes: a clear error and nothing left allocated. */
-    CHECK(pmt_checkpoint_save(path, &m, FAKE_SPM, sizeof FAKE_SPM, NULL, NULL, err, sizeof err) == 0);
+    CHECK(pmt_checkpoint_save(path, &m, FAKE_SPM, sizeof FAKE_SPM, NULL, NULL, NULL, err, sizeof err) == 0);
     loaded = NULL;
     CHECK(pmt_checkpoint_load_model(path, &t, 40, 0, &loaded, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "SentencePiece") != NULL, "message: %s", err);
     /* A SentencePiece model whose vocabulary is not the model's is refused. */
     pmt_model w;
     make_model_v(&w, PMT_ATTN_STANDARD, 5, vocab + 1);
-    CHECK(pmt_checkpoint_save(path, &w, spm_bytes, spm_size, NULL, NULL, err, sizeof err) == 0);
+    CHECK(pmt_checkpoint_save(path, &w, spm_bytes, spm_size, NULL, NULL, NULL, err, sizeof err) == 0);
     CHECK(pmt_checkpoint_load_model(path, &t, 40, 0, &loaded, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "vocabulary") != NULL, "message: %s", err);
     pmt_model_free(&w);
@@ -315,7 +315,7 @@ static void test_pooling_round_trip(const char *dir) {
     CHECK_NEAR(m.params[pmt_model_find_tensor(&m, "enc.0.self.log_sigma")->offset], 0.5 * log(7.5), 1e-6);
     for (size_t i = 0; i < m.n_params; i++) m.params[i] += 1e-3f * (float)(i % 7);
     snprintf(path, sizeof path, "%s/pool.ckpt", dir);
-    CHECK_MSG(pmt_checkpoint_save(path, &m, FAKE_SPM, sizeof FAKE_SPM, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(pmt_checkpoint_save(path, &m, FAKE_SPM, sizeof FAKE_SPM, NULL, NULL, NULL, err, sizeof err) == 0, "%s", err);
     CHECK_MSG(pmt_checkpoint_load_model(path, &back, 64, 16, NULL, err, sizeof err) == 0, "%s", err);
     CHECK(back.cfg.proj_kernel == PMT_KERNEL_EPANECHNIKOV && back.cfg.proj_metric == PMT_METRIC_DIAGONAL &&
           back.cfg.sigma_learned == 1 && back.cfg.sigma_sq == 7.5);

@@ -216,7 +216,7 @@ static void test_identity_round_trip(const char *dir, const pmt_model *m) {
     st.step = 9;
     st.train_pairs = 118964;
     st.train_checksum = 0x89abcdefu;
-    CHECK(pmt_checkpoint_save(path, m, SPM, sizeof SPM, NULL, &st, err, sizeof err) == 0);
+    CHECK(pmt_checkpoint_save(path, m, SPM, sizeof SPM, NULL, &st, NULL, err, sizeof err) == 0);
     pmt_checkpoint ck;
     CHECK(pmt_checkpoint_load(&ck, path, err, sizeof err) == 0);
     CHECK(ck.version == PMT_CHECKPOINT_VERSION && PMT_CHECKPOINT_VERSION == 2);

@@ -4,18 +4,25 @@
  * same losses, parameters and Adam state (same thread count), with dropout,
  * label smoothing and gradient accumulation on. train.tsv gets no duplicate
  * rows; mismatched settings are refused with a clear message; --fresh
- * starts over.
+ * starts over. With --ema and --keep-last the moving average resumes
+ * bitwise too, and only the newest step-<N>.ckpt files remain.
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "model/average.h"
 #include "model/checkpoint.h"
 #include "testutil.h"
 #include "train/train.h"
 #include "train_fixture.h"
 
 enum { N_STEPS = 24, MAX_ROWS = 256 };
+
+/* --ema and --keep-last of the runs (test_resume_ema sets them). */
+static double run_ema;
+static int run_keep_last;
 
 typedef struct {
     double loss[N_STEPS + 1];    /* by step */
@@ -52,6 +59,8 @@ static void run_config(pmt_config *cfg, const char *dir, int max_steps) {
     cfg->log_every = 4;
     cfg->valid_every = 8;
     cfg->threads = 2;
+    cfg->ema = run_ema;
+    cfg->keep_last = run_keep_last;
 }
 
 static int run(const run_data *d, const char *dir, int max_steps, int fresh, trace *tr, pmt_train_result *res,
@@ -207,7 +216,55 @@ static void test_resume(void) {
     fixture_corpus_free(&d.valid);
 }
 
+/* The step-<N>.ckpt files of dir are exactly 16 and 24. */
+static void expect_kept_steps(const char *dir) {
+    int64_t *steps;
+    int n;
+    char err[512];
+    CHECK_MSG(pmt_step_checkpoints(dir, &steps, &n, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(n == 2 && steps[0] == 16 && steps[1] == 24, "%s: %d step checkpoints", dir, n);
+    free(steps);
+}
+
+static void test_resume_ema(void) {
+    run_data d;
+    make_data(&d);
+    char a[1024], b[1024], err[512];
+    snprintf(a, sizeof a, "%s", test_tmpdir("resume-ema-a"));
+    snprintf(b, sizeof b, "%s", test_tmpdir("resume-ema-b"));
+    static trace ta, tb;
+    pmt_train_result res;
+    run_ema = 0.99;
+    run_keep_last = 2;
+    int rc = run(&d, a, N_STEPS, 0, &ta, &res, err, sizeof err);
+    CHECK_MSG(rc == 0 && res.steps == N_STEPS, "%s", err);
+    rc = run(&d, b, 10, 0, &tb, &res, err, sizeof err);
+    CHECK_MSG(rc == 0 && res.steps == 10, "%s", err);
+    rc = run(&d, b, N_STEPS, 0, &tb, &res, err, sizeof err);
+    CHECK_MSG(rc == 0 && res.steps == N_STEPS, "%s", err);
+    expect_same_run("resume with --ema", &ta, &tb, 1, a, b);
+    pmt_checkpoint x, y;
+    if (load_state(a, &x) == 0) {
+        if (load_state(b, &y) == 0) {
+            CHECK(x.has_ema && y.has_ema);
+            if (x.has_ema && y.has_ema) {
+                CHECK_MSG(!memcmp(x.ema, y.ema, x.n_params * sizeof(float)), "the moving averages differ");
+                CHECK_MSG(memcmp(x.ema, x.params, x.n_params * sizeof(float)) != 0, "the average is the weights");
+            }
+            pmt_checkpoint_free(&y);
+        }
+        pmt_checkpoint_free(&x);
+    }
+    expect_kept_steps(a);
+    expect_kept_steps(b);
+    run_ema = 0;
+    run_keep_last = 0;
+    fixture_corpus_free(&d.train);
+    fixture_corpus_free(&d.valid);
+}
+
 int main(void) {
     test_resume();
+    test_resume_ema();
     return test_finish();
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "model/checkpoint.h"
+#include "model/model_file.h"
 #include "core/utf8.h"
 #include "testutil.h"
 #include "translate/translator.h"
@@ -60,7 +61,7 @@ static int make_checkpoint(const char *path) {
         pmt_model_init_params(&m, 17);
         size_t size;
         const void *bytes = pmt_spm_serialized(spm, &size);
-        rc = pmt_checkpoint_save(path, &m, bytes, size, NULL, NULL, err, sizeof err);
+        rc = pmt_checkpoint_save(path, &m, bytes, size, NULL, NULL, NULL, err, sizeof err);
         pmt_model_free(&m);
     }
     if (rc != 0) fprintf(stderr, "checkpoint: %s\n", err);
@@ -171,6 +172,47 @@ static void test_translate(const char *path) {
     pmt_translator_free(&t);
 }
 
+/* Translates lines with the model at path: the texts and scores of every
+ * hypothesis, concatenated, into out. */
+static void translate_to(const char *path, const char *const *lines, int n, char *out, size_t cap) {
+    char err[512];
+    pmt_decode_options opt = {3, 2, 1.0, 1.5, 3};
+    pmt_translator t;
+    out[0] = '\0';
+    CHECK_MSG(pmt_translator_load(&t, path, &opt, n, err, sizeof err) == 0, "%s: %s", path, err);
+    if (!t.spm) return;
+    pmt_translation res[8];
+    CHECK_MSG(pmt_translator_translate(&t, lines, n, res, err, sizeof err) == 0, "%s", err);
+    size_t used = 0;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < res[i].n; k++)
+            used += (size_t)snprintf(out + used, cap - used, "%s|%.9g\n", res[i].text[k], res[i].hyp[k].score);
+    pmt_translator_free(&t);
+}
+
+/* An exported fp32 file translates exactly as its checkpoint; bf16 and int8
+ * files load and translate every line. */
+static void test_exported(const char *ckpt, const char *dir) {
+    static const char *const lines[] = {"the cat", "she reads", "we go", "the tea"};
+    static char want[8192], got[8192];
+    char out[4096 + 32], err[512];
+    translate_to(ckpt, lines, 4, want, sizeof want);
+    CHECK(strlen(want) > 8);
+    pmt_checkpoint ck;
+    CHECK_MSG(pmt_checkpoint_load(&ck, ckpt, err, sizeof err) == 0, "%s", err);
+    static const pmt_weight_type types[] = {PMT_WEIGHTS_FP32, PMT_WEIGHTS_BF16, PMT_WEIGHTS_INT8};
+    for (int k = 0; k < 3; k++) {
+        snprintf(out, sizeof out, "%s/tiny.%s", dir, pmt_weight_type_name(types[k]));
+        CHECK_MSG(pmt_model_file_export(out, &ck, types[k], 0, err, sizeof err) == 0, "%s", err);
+        translate_to(out, lines, 4, got, sizeof got);
+        if (types[k] == PMT_WEIGHTS_FP32) CHECK_MSG(!strcmp(want, got), "checkpoint:\n%s\nexported:\n%s", want, got);
+        int rows = 0;
+        for (const char *p = got; *p; p++) rows += *p == '\n';
+        CHECK_MSG(rows == 8, "%s: %d hypotheses", pmt_weight_type_name(types[k]), rows);
+    }
+    pmt_checkpoint_free(&ck);
+}
+
 static void test_load_errors(const char *dir) {
     char err[512], path[4096 + 32];
     pmt_decode_options opt = {1, 1, 1.0, 1.5, 3};
@@ -190,6 +232,7 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/tiny.ckpt", dir);
     CHECK(make_checkpoint(path) == 0);
     test_translate(path);
+    test_exported(path, dir);
     test_load_errors(dir);
     return test_finish();
 }

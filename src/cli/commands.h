@@ -17,6 +17,8 @@ int cmd_eval(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_attention(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_average(int argc, char **argv);
 
 /* cmd_parse_args returns this when the command goes on. */
 enum { CMD_CONTINUE = -1 };

@@ -20,6 +20,8 @@ static const command commands[] = {
     {"bench",     cmd_bench,     "measure training/decoding speed of both attention forms"},
     {"attention", cmd_attention, "dump a checkpoint's attention weights on one sentence"},
     {"serve",     cmd_serve,     "HTTP translation server (LibreTranslate API) with a web page"},
+    {"export",    cmd_export,    "write an inference-only model file (fp32, bf16 or int8 weights)"},
+    {"average",   cmd_average,   "average the weights of several checkpoints of one run"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -89,6 +89,8 @@ static const field fields[] = {
     F("valid_bleu_sentences", T_INT, valid_bleu_sentences, "500", "train", "validation BLEU/chrF on this many sentences (0 = off)"),
     F("early_stopping_metric", T_STRING, early_stopping_metric, "loss", "train", "best checkpoint metric: loss | accuracy | bleu | chrf"),
     F("patience", T_INT, patience, "0", "train", "stop after this many validations without improvement (0 = off)"),
+    F("ema", T_DOUBLE, ema, "0", "train", "keep an exponential moving average of the weights with this decay, e.g. 0.9999 (0 = off)"),
+    F("keep_last", T_INT, keep_last, "0", "train", "also save step-N.ckpt at each save and keep the newest N (0 = off)"),
 
     F("model", T_PATH, model, "", "translate", "checkpoint file"),
     F("beam_size", T_INT, beam_size, "4", "translate", "beam size (1 = greedy)"),
@@ -443,6 +445,8 @@ int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen) {
     REQUIRE(cfg->batch_tokens >= 2 * cfg->max_len,
             "batch_tokens (%d) must hold at least one pair of max_len (%d) sentences", cfg->batch_tokens, cfg->max_len);
     REQUIRE(cfg->accum >= 1, "accum must be >= 1");
+    REQUIRE(cfg->ema >= 0 && cfg->ema < 1, "ema must be in [0, 1) (got %g; 0 = off)", cfg->ema);
+    REQUIRE(cfg->keep_last >= 0, "keep_last must be >= 0 (got %d)", cfg->keep_last);
     REQUIRE(cfg->lr > 0, "lr must be positive");
     REQUIRE(cfg->vocab_size >= 16, "vocab_size must be at least 16");
     REQUIRE(cfg->valid_size >= 0 && cfg->test_size >= 0, "valid_size and test_size must be >= 0");

@@ -78,6 +78,8 @@ typedef struct pmt_config {
     int valid_bleu_sentences;       /* BLEU/chrF on this many valid sentences (0 = off) */
     char early_stopping_metric[16]; /* loss | accuracy | bleu | chrf */
     int patience;                   /* validations without improvement (0 = off) */
+    double ema;                     /* decay of the parameters' moving average (0 = off) */
+    int keep_last;                  /* keep this many step-N.ckpt files in save_dir (0 = none) */
 
     /* ---- translation ---- */
     char model[PMT_PATH_MAX];       /* checkpoint to translate with */

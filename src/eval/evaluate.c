@@ -58,6 +58,7 @@ int pmt_eval_forced(pmt_model *m, const pmt_corpus *c, int batch_tokens, pmt_eva
 static int load_for_batches(const char *path, pmt_model *m, char *err, size_t errlen) {
     pmt_checkpoint ck;
     if (pmt_checkpoint_load(&ck, path, err, errlen) != 0) return -1;
+    pmt_checkpoint_use_ema(&ck);
     int rc = pmt_model_init(m, &ck.cfg, ck.vocab_size, ck.cfg.batch_tokens, ck.cfg.max_len, err, errlen);
     if (rc == 0 && (rc = pmt_checkpoint_copy_params(&ck, m, err, errlen)) != 0) pmt_model_free(m);
     pmt_checkpoint_free(&ck);

@@ -15,9 +15,10 @@
 
 #include "core/fileio.h"
 #include "core/gzstream.h"
+#include "model/model_file.h"
 
 static const char MAGIC[8] = {'P', 'M', 'T', 'C', 'K', 'P', 'T', '\0'};
-enum { FLAG_OPTIM = 1, FLAG_STATE = 2 };
+enum { FLAG_OPTIM = 1, FLAG_STATE = 2, FLAG_EMA = 4 };
 enum { NAME_BYTES = 64 };
 /* Bounds that no real checkpoint reaches: a length beyond them means damage. */
 #define MAX_CONFIG_BYTES (1u << 20)
@@ -78,10 +79,10 @@ static void put_tensor_table(sink *s, const pmt_model *m) {
 }
 
 static void put_payload(sink *s, const pmt_model *m, const char *config, const void *spm, size_t spm_size,
-                        const pmt_adam_state *adam, const pmt_train_state *state) {
+                        const pmt_adam_state *adam, const pmt_train_state *state, const float *ema) {
     put(s, MAGIC, sizeof MAGIC);
     put_u32(s, PMT_CHECKPOINT_VERSION);
-    put_u32(s, (adam ? FLAG_OPTIM : 0) | (state ? FLAG_STATE : 0));
+    put_u32(s, (adam ? FLAG_OPTIM : 0) | (state ? FLAG_STATE : 0) | (ema ? FLAG_EMA : 0));
     put_u64(s, strlen(config));
     put(s, config, strlen(config));
     put_u64(s, spm_size);
@@ -105,11 +106,13 @@ static void put_payload(sink *s, const pmt_model *m, const char *config, const v
             put(s, (const char *)state + state_fields[i].offset, 8);
         }
     }
+    if (ema) put(s, ema, m->n_params * sizeof(float));
     if (!s->failed && pmt_gzstream_write_crc(&s->gz) != 0) s->failed = 1;
 }
 
 int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, size_t spm_size,
-                        const pmt_adam_state *adam, const pmt_train_state *state, char *err, size_t errlen) {
+                        const pmt_adam_state *adam, const pmt_train_state *state, const float *ema, char *err,
+                        size_t errlen) {
     if (adam && adam->n != m->n_params) {
         snprintf(err, errlen, "checkpoint '%s': optimizer holds %zu values for %zu parameters", path, adam->n,
                  m->n_params);
@@ -129,7 +132,7 @@ int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, s
         pmt_atomic_discard(&af);
         return -1;
     }
-    put_payload(&s, m, config, spm, spm_size, adam, state);
+    put_payload(&s, m, config, spm, spm_size, adam, state, ema);
     free(config);
     if (pmt_gzstream_close(&s.gz) != 0 || s.failed) {
         snprintf(err, errlen, "writing checkpoint '%s' failed: %s (disk full?)", af.tmp, strerror(errno));
@@ -194,8 +197,10 @@ static int get_header(source *s, uint32_t *flags, uint32_t *version_out) {
     char magic[sizeof MAGIC];
     uint32_t version;
     if (get(s, magic, sizeof magic, "magic") != 0) return -1;
+    if (memcmp(magic, PMT_MODEL_FILE_MAGIC, sizeof magic) == 0) return 1;
     if (memcmp(magic, MAGIC, sizeof MAGIC) != 0) {
-        snprintf(s->err, s->errlen, "'%s' is not a projmt checkpoint (bad magic number)", s->path);
+        snprintf(s->err, s->errlen, "'%s' is neither a projmt checkpoint nor an exported model (bad magic number)",
+                 s->path);
         s->failed = 1;
         return -1;
     }
@@ -208,7 +213,9 @@ static int get_header(source *s, uint32_t *flags, uint32_t *version_out) {
         return -1;
     }
     *version_out = version;
-    return get(s, flags, sizeof *flags, "flags");
+    if (get(s, flags, sizeof *flags, "flags") != 0) return -1;
+    if (*flags & ~(uint32_t)(FLAG_OPTIM | FLAG_STATE | FLAG_EMA)) return fail(s, "%s", "unknown flags");
+    return 0;
 }
 
 /* A length-prefixed blob, bounded; text gets a terminating NUL. */
@@ -267,8 +274,9 @@ static int get_params(source *s, pmt_checkpoint *ck, uint32_t flags) {
     uint64_t n;
     if (get(s, &n, sizeof n, "parameter count") != 0) return -1;
     if (n > MAX_PARAMS) return fail(s, "%s", "implausible parameter count");
-    /* parameters, and Adam's two moments when present */
-    if (claim(s, n, sizeof(float) * ((flags & FLAG_OPTIM) ? 3 : 1), "parameters") != 0) return -1;
+    /* parameters, Adam's two moments and the moving average when present */
+    const uint64_t copies = 1 + ((flags & FLAG_OPTIM) ? 2 : 0) + ((flags & FLAG_EMA) ? 1 : 0);
+    if (claim(s, n, sizeof(float) * copies, "parameters") != 0) return -1;
     const pmt_tensor *last = &ck->tensors[ck->n_tensors - 1];
     if (last->offset + last->size != n) return fail(s, "%s", "tensor table does not cover the parameters");
     ck->n_params = (size_t)n;
@@ -348,7 +356,9 @@ static int read_checkpoint(source *s, pmt_checkpoint *ck) {
     uint32_t flags;
     void *config = NULL, *spm = NULL;
     size_t config_len, spm_len;
-    if (get_header(s, &flags, &ck->version) != 0) return -1;
+    int kind = get_header(s, &flags, &ck->version);
+    if (kind == 1) return pmt_model_file_read(&s->gz, s->path, s->budget, ck, s->err, s->errlen);
+    if (kind != 0) return -1;
     if (get_blob(s, &config, &config_len, MAX_CONFIG_BYTES, "config") != 0) { free(config); return -1; }
     ck->config_text = config;
     if (get_blob(s, &spm, &spm_len, MAX_SPM_BYTES, "SentencePiece model") != 0) { free(spm); return -1; }
@@ -357,6 +367,10 @@ static int read_checkpoint(source *s, pmt_checkpoint *ck) {
     if (get_tensor_table(s, ck) != 0 || get_params(s, ck, flags) != 0) return -1;
     if ((flags & FLAG_OPTIM) && get_optim(s, ck) != 0) return -1;
     if ((flags & FLAG_STATE) && get_state(s, ck) != 0) return -1;
+    if (flags & FLAG_EMA) {
+        if (get_floats(s, &ck->ema, ck->n_params, "moving average") != 0) return -1;
+        ck->has_ema = 1;
+    }
     if (get_trailer(s) != 0) return -1;
     char inner[200], keys[sizeof ck->ignored];
     pmt_config_defaults(&ck->cfg);
@@ -401,7 +415,16 @@ void pmt_checkpoint_free(pmt_checkpoint *ck) {
     free(ck->params);
     free(ck->adam_m);
     free(ck->adam_v);
+    free(ck->ema);
     memset(ck, 0, sizeof *ck);
+}
+
+void pmt_checkpoint_use_ema(pmt_checkpoint *ck) {
+    if (!ck->has_ema || ck->params_are_ema) return;
+    float *raw = ck->params;
+    ck->params = ck->ema;
+    ck->ema = raw;
+    ck->params_are_ema = 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -434,6 +457,7 @@ int pmt_checkpoint_load_model(const char *path, pmt_model *m, int max_rows, int 
     pmt_checkpoint ck;
     char inner[256];
     if (pmt_checkpoint_load(&ck, path, err, errlen) != 0) return -1;
+    pmt_checkpoint_use_ema(&ck);
     int len = max_len > 0 ? max_len : ck.cfg.max_len;
     if (pmt_model_init(m, &ck.cfg, ck.vocab_size, max_rows, len, inner, sizeof inner) != 0) {
         snprintf(err, errlen, "checkpoint '%s': %s", path, inner);

@@ -18,6 +18,7 @@
  *   [bit 0]  float m[n_params], v[n_params]; int64 adam_t, bad_steps, skipped
  *   [bit 1]  uint32 n_fields; n_fields x { char name[32]; 8 bytes value }
  *            (the pmt_train_state fields by name: int64, uint64 or double)
+ *   [bit 2]  float ema[n_params]   (exponential moving average of params, --ema)
  *   uint32   crc32 of every byte above (uncompressed)
  * Version 1 (read, no longer written) stored the training state as
  * uint32 136 and the first 17 fields of pmt_train_state as a raw struct.
@@ -26,6 +27,8 @@
  * are skipped, named in pmt_checkpoint.ignored and in one warning on stderr.
  * Bounds: every count is checked against sane limits and against what the
  * file's size can inflate to before anything is allocated for it.
+ * A file that starts with "PMTMODEL" instead is an exported model
+ * (model/model_file.h); pmt_checkpoint_load reads both.
  * Writes go through core/fileio.h (<path>.tmp, fsync, rename, directory
  * fsync): a reader sees the old file or the new one, never a partial one.
  *
@@ -93,26 +96,43 @@ typedef struct pmt_checkpoint {
     pmt_train_state state;
     uint32_t version;            /* format version of the file */
     char ignored[256];           /* config keys and state fields this build does not know ("" if none) */
+    int has_ema;                 /* ema is set (trained with --ema) */
+    float *ema;                  /* [n_params] moving average of params */
+    int is_export;               /* read from an exported model file */
+    int weights;                 /* pmt_weight_type the matrices were stored in (fp32 for checkpoints) */
+    int params_are_ema;          /* params hold the moving average (exported so, or pmt_checkpoint_use_ema) */
 } pmt_checkpoint;
 
 /* Writes model m (its config, tensor table and parameters) with the given
  * SentencePiece bytes; adam (NULL: none) adds Adam state, state (NULL: none)
- * the training position. Atomic. 0, or -1 with a message naming the file. */
+ * the training position, ema (NULL: none; [m->n_params]) the moving average
+ * of the parameters. Atomic. 0, or -1 with a message naming the file. */
 int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, size_t spm_size,
-                        const pmt_adam_state *adam, const pmt_train_state *state, char *err, size_t errlen);
+                        const pmt_adam_state *adam, const pmt_train_state *state, const float *ema, char *err,
+                        size_t errlen);
 
-/* Reads and verifies a checkpoint (format version 1 or 2). Missing,
- * truncated, corrupted, wrong-magic or unknown-version files, and counts the
- * file cannot hold, give -1 and a message naming the file. Settings of a
- * newer build are skipped with one warning on stderr (ck->ignored). */
+/* Reads and verifies a checkpoint (format version 1 or 2) or an exported
+ * model file (told apart by the magic; an exported file has no Adam or
+ * training state). Missing, truncated, corrupted, wrong-magic or
+ * unknown-version files, and counts the file cannot hold, give -1 and a
+ * message naming the file. Settings of a newer build are skipped with one
+ * warning on stderr (ck->ignored). */
 int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t errlen);
 void pmt_checkpoint_free(pmt_checkpoint *ck);
+
+/* The weights to translate with: when ck holds a moving average (--ema),
+ * it becomes ck->params (the raw parameters move to ck->ema) and
+ * params_are_ema is set — what Marian's smoothed model.npz gives its users.
+ * No-op without an average or when already applied. */
+void pmt_checkpoint_use_ema(pmt_checkpoint *ck);
 
 /* Copies the stored parameters into m after checking that m's tensor table
  * (names and shapes) is the stored one. 0, or -1 with err naming the mismatch. */
 int pmt_checkpoint_copy_params(const pmt_checkpoint *ck, pmt_model *m, char *err, size_t errlen);
 
-/* For the translator: loads path, initializes m with the stored config and
+/* For inference (translator, bench --decode, attention): loads path (a
+ * checkpoint or an exported file; the moving average when the checkpoint
+ * has one, see pmt_checkpoint_use_ema), initializes m with the stored config and
  * vocabulary (arena for max_rows tokens per side; max_len <= 0 means the
  * stored max_len), copies the parameters and opens the stored SentencePiece
  * model into *spm (caller frees with pmt_spm_free; pass NULL to skip).

@@ -134,3 +134,10 @@ int pmt_optim_restore(pmt_optim *o, const pmt_checkpoint *ck, char *err, size_t 
     o->skipped = ck->adam_skipped;
     return 0;
 }
+
+void pmt_ema_update(float *ema, const float *params, size_t n, double decay, int64_t step) {
+    const double warm = (1.0 + (double)step) / (10.0 + (double)step);
+    const float d = (float)(decay < warm ? decay : warm), keep = 1.0f - d;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) ema[i] = d * ema[i] + keep * params[i];
+}

@@ -63,6 +63,13 @@ double pmt_clip_scale(double norm, double clip_norm);
 pmt_step_status pmt_optim_step(pmt_optim *o, float *params, const float *grads, double loss,
                                int64_t step, double *grad_norm, double *lr_used);
 
+/* Exponential moving average of the parameters after an applied update at
+ * schedule step `step` (1-based): ema = d*ema + (1-d)*params with
+ * d = min(decay, (1 + step) / (10 + step)), the warm-up of Marian's
+ * exponential smoothing and TensorFlow's ExponentialMovingAverage, so the
+ * average is not dominated by the random initial weights. */
+void pmt_ema_update(float *ema, const float *params, size_t n, double decay, int64_t step);
+
 /* The optimizer's state as the checkpoint stores it (pointers into o). */
 pmt_adam_state pmt_optim_state(const pmt_optim *o);
 /* Copies a checkpoint's Adam moments and counters into o (same size

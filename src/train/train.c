@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "data/batcher.h"
+#include "model/average.h"
 #include "model/checkpoint.h"
 #include "train/dist.h"
 #include "core/path.h"
@@ -39,6 +40,7 @@ typedef struct trainer {
     const pmt_train_hooks *hooks;
     pmt_model model;
     pmt_optim optim;
+    float *ema;                             /* [n_params] moving average of params (cfg.ema > 0), else NULL */
     pmt_batcher train_b, valid_b;
     int has_valid;
     pmt_train_state st;
@@ -186,6 +188,16 @@ static void forget_best_of_other_metric(trainer *t, const pmt_checkpoint *ck) {
                          t->cfg.early_stopping_metric);
 }
 
+/* The moving average continues from the checkpoint's; a checkpoint trained
+ * without --ema starts it at its parameters. */
+static void resume_ema(trainer *t, const pmt_checkpoint *ck) {
+    const float *from = ck->has_ema ? ck->ema : ck->params;
+    memcpy(t->ema, from, t->model.n_params * sizeof(float));
+    if (!ck->has_ema)
+        pmt_progress_message(&t->log, "note: %s has no moving average; --ema starts it at the current weights",
+                             t->last_path);
+}
+
 /* Continues from save_dir/last.ckpt if present (and not fresh), else
  * initializes the parameters from the seed. Returns the step resumed at. */
 static int resume_or_init(trainer *t, char *err, size_t errlen) {
@@ -195,6 +207,7 @@ static int resume_or_init(trainer *t, char *err, size_t errlen) {
     t->st.train_checksum = t->data->train->checksum;
     if (t->opt->fresh || access(t->last_path, F_OK) != 0) {
         pmt_model_init_params(&t->model, t->cfg.seed);
+        if (t->ema) memcpy(t->ema, t->model.params, t->model.n_params * sizeof(float));
         return 0;
     }
     pmt_checkpoint ck;
@@ -207,6 +220,7 @@ static int resume_or_init(trainer *t, char *err, size_t errlen) {
                  t->last_path, inner);
         rc = -1;
     }
+    if (rc == 0 && t->ema) resume_ema(t, &ck);
     if (rc == 0) {
         t->st = ck.state;
         t->st.train_pairs = t->data->train->n_pairs;   /* recorded from now on (older checkpoints lack it) */
@@ -226,6 +240,7 @@ static void share_start(trainer *t) {
     if (pmt_dist_size() == 1) return;
     pmt_dist_broadcast_floats(t->model.params, t->model.n_params);
     pmt_dist_broadcast_floats(t->optim.m, t->optim.n);
+    if (t->ema) pmt_dist_broadcast_floats(t->ema, t->model.n_params);
     pmt_dist_broadcast_floats(t->optim.v, t->optim.n);
     pmt_dist_broadcast_bytes(&t->optim.t, sizeof t->optim.t);
     pmt_dist_broadcast_bytes(&t->optim.bad_steps, sizeof t->optim.bad_steps);
@@ -295,6 +310,8 @@ static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
     st->step++;
     pmt_step_status status =
         pmt_optim_step(&t->optim, t->model.params, t->model.grads, *loss, st->step, &norm, &lr);
+    if (t->ema && status == PMT_STEP_APPLIED)
+        pmt_ema_update(t->ema, t->model.params, t->model.n_params, t->cfg.ema, st->step);
 
     st->batch += group;
     *epoch_end = st->batch >= t->train_b.n_batches;
@@ -391,13 +408,40 @@ static void check_ranks_agree(const trainer *t) {
                        "every rank the same sums); stopping");
 }
 
+/* --keep-last N: save_dir/step-<step>.ckpt (weights, moving average and
+ * position; no Adam state, they are for averaging and translating), then
+ * removes all but the newest N of them. */
+static int save_numbered(trainer *t, char *err, size_t errlen) {
+    char path[PMT_PATH_MAX + 48], inner[512];
+    pmt_step_checkpoint_path(path, sizeof path, t->cfg.save_dir, t->st.step);
+    if (pmt_checkpoint_save(path, &t->model, t->data->spm, t->data->spm_size, NULL, &t->st, t->ema, err, errlen) != 0)
+        return -1;
+    int64_t *steps;
+    int n;
+    if (pmt_step_checkpoints(t->cfg.save_dir, &steps, &n, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "--keep-last: %s", inner);
+        return -1;
+    }
+    for (int i = 0; i < n - t->cfg.keep_last; i++) {
+        pmt_step_checkpoint_path(path, sizeof path, t->cfg.save_dir, steps[i]);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            snprintf(err, errlen, "--keep-last: cannot remove '%s': %s", path, strerror(errno));
+            free(steps);
+            return -1;
+        }
+    }
+    free(steps);
+    return 0;
+}
+
 static int save_last(trainer *t, char *err, size_t errlen) {
     t->st.elapsed_seconds = elapsed(t);
     check_ranks_agree(t);
     const pmt_adam_state adam = pmt_optim_state(&t->optim);
     if (pmt_dist_is_root() && pmt_checkpoint_save(t->last_path, &t->model, t->data->spm, t->data->spm_size,
-                                                  &adam, &t->st, err, errlen) != 0)
+                                                  &adam, &t->st, t->ema, err, errlen) != 0)
         return -1;
+    if (pmt_dist_is_root() && t->cfg.keep_last > 0 && save_numbered(t, err, errlen) != 0) return -1;
     t->last_saved_step = t->st.step;
     return 0;
 }
@@ -469,7 +513,7 @@ static int validate(trainer *t, char *err, size_t errlen) {
         t->st.stale_validations = 0;
         t->st.elapsed_seconds = elapsed(t);
         if (pmt_dist_is_root() && pmt_checkpoint_save(t->best_path, &t->model, t->data->spm, t->data->spm_size,
-                                                      NULL, &t->st, err, errlen) != 0)
+                                                      NULL, &t->st, t->ema, err, errlen) != 0)
             return -1;
     } else {
         t->st.stale_validations++;
@@ -601,6 +645,10 @@ static int setup(trainer *t, char *err, size_t errlen) {
         snprintf(err, errlen, "%s", inner);
         return -1;
     }
+    if (c->ema > 0 && !(t->ema = malloc(t->model.n_params * sizeof(float)))) {
+        snprintf(err, errlen, "out of memory for the moving average (--ema) of %zu parameters", t->model.n_params);
+        return -1;
+    }
     print_param_counts(t);
     if (root && resume_or_init(t, err, errlen) != 0) return -1;
     share_start(t);
@@ -628,6 +676,7 @@ static void teardown(trainer *t, char *err, size_t errlen, int *rc) {
         *rc = -1;
     }
     pmt_optim_free(&t->optim);
+    free(t->ema);
     pmt_model_free(&t->model);
     pmt_batcher_free(&t->train_b);
     if (t->has_valid) pmt_batcher_free(&t->valid_b);

@@ -1,0 +1,346 @@
+/*
+ * model_file.c — see model_file.h for the format. Like checkpoint.c, writing
+ * and reading go through a stream that remembers its first failure, so each
+ * field is one call and errors are checked once.
+ */
+#include "model/model_file.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileio.h"
+
+enum { FLAG_EMA = 1, NAME_BYTES = 64 };
+/* Bounds that no real model reaches: a length beyond them means damage. */
+#define MAX_CONFIG_BYTES (1u << 20)
+#define MAX_SPM_BYTES (1u << 28)
+#define MAX_TENSORS (1 << 20)
+#define MAX_PARAMS ((uint64_t)1 << 34)
+
+_Static_assert(sizeof PMT_MODEL_FILE_MAGIC == 9, "the magic is 8 bytes");
+
+int pmt_weight_type_parse(const char *name, pmt_weight_type *out) {
+    static const pmt_weight_type all[] = {PMT_WEIGHTS_FP32, PMT_WEIGHTS_BF16, PMT_WEIGHTS_INT8};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (name && !strcmp(name, pmt_weight_type_name(all[i]))) {
+            *out = all[i];
+            return 0;
+        }
+    return -1;
+}
+
+const char *pmt_weight_type_name(pmt_weight_type t) {
+    switch (t) {
+    case PMT_WEIGHTS_FP32: return "fp32";
+    case PMT_WEIGHTS_BF16: return "bf16";
+    case PMT_WEIGHTS_INT8: return "int8";
+    }
+    return "?";
+}
+
+/* ------------------------------------------------------------------ */
+/* the quantisation kernels                                            */
+
+uint16_t pmt_bf16_from_float(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN stays NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);                                           /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+float pmt_bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+void pmt_int8_quantize_rows(int8_t *q, float *scale, const float *w, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        const float *row = w + (size_t)r * cols;
+        float amax = 0.0f;
+        for (int c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(row[c]));
+        scale[r] = amax / 127.0f;
+        for (int c = 0; c < cols; c++) {
+            float v = scale[r] > 0.0f ? nearbyintf(row[c] / scale[r]) : 0.0f;
+            q[(size_t)r * cols + c] = (int8_t)fminf(127.0f, fmaxf(-127.0f, v));
+        }
+    }
+}
+
+void pmt_int8_dequantize_rows(float *w, const int8_t *q, const float *scale, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) w[(size_t)r * cols + c] = scale[r] * (float)q[(size_t)r * cols + c];
+}
+
+/* The storage of one tensor in a file of the given type. */
+static pmt_weight_type storage_of(const pmt_tensor *t, pmt_weight_type weights) {
+    return t->rows > 1 && t->cols > 1 ? weights : PMT_WEIGHTS_FP32;
+}
+
+/* ------------------------------------------------------------------ */
+/* writing                                                             */
+
+typedef struct {
+    pmt_gzstream gz;
+    int failed;
+} sink;
+
+static void put(sink *s, const void *p, size_t n) {
+    if (!s->failed && pmt_gzstream_write(&s->gz, p, n) != 0) s->failed = 1;
+}
+static void put_u32(sink *s, uint32_t v) { put(s, &v, sizeof v); }
+static void put_i32(sink *s, int32_t v) { put(s, &v, sizeof v); }
+static void put_u64(sink *s, uint64_t v) { put(s, &v, sizeof v); }
+
+/* One tensor's values in its storage type; scratch holds size values of any type. */
+static void put_tensor(sink *s, const pmt_tensor *t, const float *w, pmt_weight_type storage, void *scratch) {
+    switch (storage) {
+    case PMT_WEIGHTS_FP32:
+        put(s, w, t->size * sizeof(float));
+        break;
+    case PMT_WEIGHTS_BF16: {
+        uint16_t *h = scratch;
+        for (size_t i = 0; i < t->size; i++) h[i] = pmt_bf16_from_float(w[i]);
+        put(s, h, t->size * sizeof *h);
+        break;
+    }
+    case PMT_WEIGHTS_INT8: {
+        float *scale = scratch;
+        int8_t *q = (int8_t *)(scale + t->rows);
+        pmt_int8_quantize_rows(q, scale, w, t->rows, t->cols);
+        put(s, scale, (size_t)t->rows * sizeof *scale);
+        put(s, q, t->size);
+        break;
+    }
+    }
+}
+
+static void put_payload(sink *s, const pmt_checkpoint *ck, pmt_weight_type weights, int is_ema, void *scratch) {
+    put(s, PMT_MODEL_FILE_MAGIC, 8);
+    put_u32(s, PMT_MODEL_FILE_VERSION);
+    put_u32(s, (uint32_t)weights);
+    put_u32(s, is_ema ? FLAG_EMA : 0);
+    put_u64(s, strlen(ck->config_text));
+    put(s, ck->config_text, strlen(ck->config_text));
+    put_u64(s, ck->spm_size);
+    put(s, ck->spm, ck->spm_size);
+    put_i32(s, ck->vocab_size);
+    put_i32(s, ck->n_tensors);
+    for (int i = 0; i < ck->n_tensors; i++) {
+        const pmt_tensor *t = &ck->tensors[i];
+        char name[NAME_BYTES] = {0};
+        snprintf(name, sizeof name, "%s", t->name);
+        put(s, name, sizeof name);
+        put_i32(s, t->rows);
+        put_i32(s, t->cols);
+        put_u64(s, t->offset);
+        put_u64(s, t->size);
+        put_u32(s, (uint32_t)storage_of(t, weights));
+    }
+    for (int i = 0; i < ck->n_tensors; i++) {
+        const pmt_tensor *t = &ck->tensors[i];
+        put_tensor(s, t, ck->params + t->offset, storage_of(t, weights), scratch);
+    }
+    if (!s->failed && pmt_gzstream_write_crc(&s->gz) != 0) s->failed = 1;
+}
+
+int pmt_model_file_export(const char *path, const pmt_checkpoint *ck, pmt_weight_type weights, int is_ema,
+                          char *err, size_t errlen) {
+    size_t largest = 0;
+    for (int i = 0; i < ck->n_tensors; i++)
+        if (ck->tensors[i].size > largest) largest = ck->tensors[i].size;
+    /* Big enough for a bf16 copy, or int8 values plus fp32 row scales, of the largest tensor. */
+    void *scratch = malloc(largest * sizeof(float) * 2 + 64);
+    char inner[PMT_ATOMIC_PATH_MAX * 2 + 128];
+    pmt_atomic_file af;
+    if (!scratch) {
+        snprintf(err, errlen, "exporting '%s': out of memory", path);
+        return -1;
+    }
+    if (pmt_atomic_open(&af, path, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "export: %s (check that the directory exists and is writable)", inner);
+        free(scratch);
+        return -1;
+    }
+    sink s = {.failed = 0};
+    if (pmt_gzstream_open_write(&s.gz, af.f, 9) != 0) {
+        snprintf(err, errlen, "exporting '%s': cannot start the gzip stream", path);
+        free(scratch);
+        pmt_atomic_discard(&af);
+        return -1;
+    }
+    put_payload(&s, ck, weights, is_ema, scratch);
+    free(scratch);
+    if (pmt_gzstream_close(&s.gz) != 0 || s.failed) {
+        snprintf(err, errlen, "writing model file '%s' failed: %s (disk full?)", af.tmp, strerror(errno));
+        pmt_atomic_discard(&af);
+        return -1;
+    }
+    if (pmt_atomic_commit(&af, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "export: %s", inner);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* reading                                                             */
+
+typedef struct {
+    pmt_gzstream *gz;
+    uint64_t budget;             /* most bytes the file can inflate to */
+    const char *path;
+    char *err;
+    size_t errlen;
+    int failed;
+} source;
+
+static int corrupt(source *s, const char *what) {
+    if (!s->failed)
+        snprintf(s->err, s->errlen, "model file '%s' is truncated or corrupted (%s: %s)", s->path, what,
+                 pmt_gzstream_reason(s->gz));
+    s->failed = 1;
+    return -1;
+}
+
+static int invalid(source *s, const char *what) {
+    if (!s->failed) snprintf(s->err, s->errlen, "model file '%s' is corrupted: %s", s->path, what);
+    s->failed = 1;
+    return -1;
+}
+
+static int get(source *s, void *p, size_t n, const char *what) {
+    if (s->failed) return -1;
+    return pmt_gzstream_read(s->gz, p, n) == 0 ? 0 : corrupt(s, what);
+}
+
+/* A length-prefixed blob, bounded, NUL-terminated. */
+static int get_blob(source *s, char **out, size_t *size, uint64_t limit, const char *what) {
+    uint64_t n;
+    if (get(s, &n, sizeof n, what) != 0) return -1;
+    if (n > limit || n > s->budget) return invalid(s, what);
+    if (!(*out = malloc((size_t)n + 1))) return invalid(s, "out of memory");
+    (*out)[n] = '\0';
+    *size = (size_t)n;
+    return get(s, *out, (size_t)n, what);
+}
+
+static int get_header(source *s, pmt_checkpoint *ck, uint32_t *flags) {
+    uint32_t version, weights;
+    if (get(s, &version, sizeof version, "version") != 0) return -1;
+    if (version != PMT_MODEL_FILE_VERSION) {
+        snprintf(s->err, s->errlen, "model file '%s' has format version %u, but this projmt reads version %d "
+                 "(use the projmt that wrote it, or export it again)", s->path, version, PMT_MODEL_FILE_VERSION);
+        s->failed = 1;
+        return -1;
+    }
+    if (get(s, &weights, sizeof weights, "weight type") != 0 || get(s, flags, sizeof *flags, "flags") != 0) return -1;
+    if (weights > PMT_WEIGHTS_INT8 || (*flags & ~(uint32_t)FLAG_EMA)) return invalid(s, "unknown weight type or flags");
+    ck->weights = (int)weights;
+    return 0;
+}
+
+static int get_table(source *s, pmt_checkpoint *ck, uint32_t *storage) {
+    for (int i = 0; i < ck->n_tensors; i++) {
+        pmt_tensor *t = &ck->tensors[i];
+        char name[NAME_BYTES];
+        int32_t rows, cols;
+        uint64_t offset, size;
+        if (get(s, name, sizeof name, "tensor table") != 0 || get(s, &rows, sizeof rows, "tensor table") != 0 ||
+            get(s, &cols, sizeof cols, "tensor table") != 0 || get(s, &offset, sizeof offset, "tensor table") != 0 ||
+            get(s, &size, sizeof size, "tensor table") != 0 || get(s, &storage[i], sizeof *storage, "tensor table"))
+            return -1;
+        name[NAME_BYTES - 1] = '\0';
+        snprintf(t->name, sizeof t->name, "%s", name);
+        /* Tensors tile the parameters in order: each starts where the last ended. */
+        const uint64_t expect = i ? ck->tensors[i - 1].offset + ck->tensors[i - 1].size : 0;
+        if (rows < 1 || cols < 1 || size != (uint64_t)rows * (uint64_t)cols || offset != expect ||
+            offset + size > MAX_PARAMS || offset + size > s->budget || storage[i] != (uint32_t)storage_of(&(pmt_tensor){.rows = rows, .cols = cols},
+                                                                               (pmt_weight_type)ck->weights))
+            return invalid(s, "bad tensor table entry");
+        t->rows = rows;
+        t->cols = cols;
+        t->offset = (size_t)offset;
+        t->size = (size_t)size;
+    }
+    ck->n_params = ck->tensors[ck->n_tensors - 1].offset + ck->tensors[ck->n_tensors - 1].size;
+    return 0;
+}
+
+/* One tensor's stored values, dequantised into w; scratch as in put_tensor. */
+static int get_tensor(source *s, const pmt_tensor *t, float *w, uint32_t storage, void *scratch) {
+    if (storage == PMT_WEIGHTS_FP32) return get(s, w, t->size * sizeof(float), "weights");
+    if (storage == PMT_WEIGHTS_BF16) {
+        uint16_t *h = scratch;
+        if (get(s, h, t->size * sizeof *h, "weights") != 0) return -1;
+        for (size_t i = 0; i < t->size; i++) w[i] = pmt_bf16_to_float(h[i]);
+        return 0;
+    }
+    float *scale = scratch;
+    int8_t *q = (int8_t *)(scale + t->rows);
+    if (get(s, scale, (size_t)t->rows * sizeof *scale, "row scales") != 0 || get(s, q, t->size, "weights") != 0)
+        return -1;
+    for (int r = 0; r < t->rows; r++)
+        if (!(scale[r] >= 0.0f && isfinite(scale[r]))) return invalid(s, "a row scale is negative or not finite");
+    pmt_int8_dequantize_rows(w, q, scale, t->rows, t->cols);
+    return 0;
+}
+
+static int get_weights(source *s, pmt_checkpoint *ck, const uint32_t *storage) {
+    size_t largest = 0;
+    for (int i = 0; i < ck->n_tensors; i++)
+        if (ck->tensors[i].size > largest) largest = ck->tensors[i].size;
+    void *scratch = malloc(largest * sizeof(float) * 2 + 64);
+    ck->params = malloc((ck->n_params ? ck->n_params : 1) * sizeof(float));
+    int rc = scratch && ck->params ? 0 : invalid(s, "out of memory for the weights");
+    for (int i = 0; rc == 0 && i < ck->n_tensors; i++)
+        rc = get_tensor(s, &ck->tensors[i], ck->params + ck->tensors[i].offset, storage[i], scratch);
+    free(scratch);
+    return rc;
+}
+
+static int get_trailer(source *s) {
+    int crc = pmt_gzstream_check_crc(s->gz);
+    if (crc < 0) return corrupt(s, "checksum");
+    if (crc > 0) return invalid(s, "checksum mismatch");
+    int end = pmt_gzstream_at_end(s->gz);
+    if (end != 1) return invalid(s, end == 0 ? "trailing data" : pmt_gzstream_reason(s->gz));
+    return 0;
+}
+
+int pmt_model_file_read(pmt_gzstream *gz, const char *path, uint64_t budget, pmt_checkpoint *ck, char *err,
+                        size_t errlen) {
+    source s = {.gz = gz, .budget = budget, .path = path, .err = err, .errlen = errlen};
+    uint32_t flags = 0, *storage = NULL;
+    int32_t vocab, n;
+    size_t config_len;
+    ck->is_export = 1;
+    if (get_header(&s, ck, &flags) != 0 ||
+        get_blob(&s, &ck->config_text, &config_len, MAX_CONFIG_BYTES, "config") != 0 ||
+        get_blob(&s, (char **)&ck->spm, &ck->spm_size, MAX_SPM_BYTES, "SentencePiece model") != 0 ||
+        get(&s, &vocab, sizeof vocab, "vocab size") != 0 || get(&s, &n, sizeof n, "tensor count") != 0)
+        return -1;
+    /* A table entry takes 92 bytes, a weight at least one. */
+    if (vocab < 4 || n < 1 || n > MAX_TENSORS || (uint64_t)n > budget / 92)
+        return invalid(&s, "implausible vocabulary size or tensor count");
+    ck->vocab_size = vocab;
+    ck->n_tensors = n;
+    ck->tensors = calloc((size_t)n, sizeof *ck->tensors);
+    storage = calloc((size_t)n, sizeof *storage);
+    int rc = ck->tensors && storage ? 0 : invalid(&s, "out of memory for the tensor table");
+    if (rc == 0) rc = get_table(&s, ck, storage);
+    if (rc == 0) rc = get_weights(&s, ck, storage);
+    free(storage);
+    if (rc == 0) rc = get_trailer(&s);
+    if (rc != 0) return -1;
+    ck->params_are_ema = (flags & FLAG_EMA) != 0;
+    char inner[200];
+    pmt_config_defaults(&ck->cfg);
+    if (pmt_config_load_string(&ck->cfg, ck->config_text, inner, sizeof inner) != 0) return invalid(&s, inner);
+    return 0;
+}

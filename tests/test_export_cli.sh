@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# test_export_cli.sh — `projmt export` and `projmt average` end to end on a
+# tiny checkpoint (written by test_translator --make-checkpoint): each
+# weight type writes a file that translate accepts in place of the
+# checkpoint (fp32: the same output); int8 is the smallest; bad usage exits
+# 2, an unreadable checkpoint 1, a damaged export is refused by translate;
+# average of one checkpoint with itself translates as the checkpoint;
+# --last N --dir takes the newest step-<N>.ckpt files.
+set -u
+BUILD=${1:?usage: test_export_cli.sh BUILD_DIR}
+PROJMT=$BUILD/projmt
+MAKER=$BUILD/test_translator
+[ -x "$PROJMT" ] && [ -x "$MAKER" ] || { echo "SKIPPED: $PROJMT or $MAKER not built"; exit 77; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/projmt-export-XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+passed=0 failed=0
+check() {   # check "description" command...
+    local what=$1; shift
+    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
+}
+
+"$MAKER" --make-checkpoint "$TMP/m.ckpt" > "$TMP/make.log" 2>&1 || { cat "$TMP/make.log"; echo "FAIL: making the checkpoint"; exit 1; }
+printf 'the cat sleeps\nshe reads a book\nI like green tea\n' > "$TMP/in.txt"
+"$PROJMT" translate --model "$TMP/m.ckpt" --scores < "$TMP/in.txt" > "$TMP/want.txt" 2> /dev/null
+check "checkpoint translates" test "$(wc -l < "$TMP/want.txt")" -eq 3
+
+for w in fp32 bf16 int8; do
+    "$PROJMT" export --model "$TMP/m.ckpt" --out "$TMP/m.$w" --weights "$w" > "$TMP/export.$w.log" 2>&1
+    check "export --weights $w exits 0" test $? -eq 0
+    check "export $w reports the file" grep -q "wrote $TMP/m.$w: $w weights" "$TMP/export.$w.log"
+    "$PROJMT" translate --model "$TMP/m.$w" --scores < "$TMP/in.txt" > "$TMP/got.$w.txt" 2> "$TMP/err.$w.txt"
+    check "translate takes the $w file" test $? -eq 0 -a "$(wc -l < "$TMP/got.$w.txt")" -eq 3
+done
+check "fp32 export translates exactly as the checkpoint" cmp -s "$TMP/want.txt" "$TMP/got.fp32.txt"
+size() { stat -c %s "$1"; }
+check "int8 < bf16 < fp32 file" test "$(size "$TMP/m.int8")" -lt "$(size "$TMP/m.bf16")" -a \
+    "$(size "$TMP/m.bf16")" -lt "$(size "$TMP/m.fp32")"
+check "an export exports again" "$PROJMT" export --model "$TMP/m.fp32" --out "$TMP/again.int8" > /dev/null
+
+"$PROJMT" export --model "$TMP/m.ckpt" --out "$TMP/x" --weights fp16 > /dev/null 2> "$TMP/bad.txt"
+check "unknown weight type exits 2" test $? -eq 2
+check "unknown weight type named" grep -q "fp16" "$TMP/bad.txt"
+"$PROJMT" export --model "$TMP/m.ckpt" > /dev/null 2>&1
+check "missing --out exits 2" test $? -eq 2
+"$PROJMT" export --model "$TMP/none.ckpt" --out "$TMP/x" > /dev/null 2> "$TMP/missing.txt"
+check "missing checkpoint exits 1" test $? -eq 1
+check "missing checkpoint named" grep -q "none.ckpt" "$TMP/missing.txt"
+check "nothing written for a failed export" test ! -e "$TMP/x" -a ! -e "$TMP/x.tmp"
+
+# A damaged export: the gzip body cut in half.
+head -c $(( $(size "$TMP/m.int8") / 2 )) "$TMP/m.int8" > "$TMP/cut.int8"
+"$PROJMT" translate --model "$TMP/cut.int8" < "$TMP/in.txt" > /dev/null 2> "$TMP/cut.txt"
+check "translate refuses a cut export" test $? -ne 0
+check "the cut file is named" grep -q "cut.int8" "$TMP/cut.txt"
+
+# ---- average ----
+"$PROJMT" average --out "$TMP/avg.ckpt" "$TMP/m.ckpt" "$TMP/m.ckpt" > "$TMP/avg.log" 2>&1
+check "average exits 0" test $? -eq 0
+check "average reports its inputs" grep -q "the average of 2 checkpoint(s)" "$TMP/avg.log"
+"$PROJMT" translate --model "$TMP/avg.ckpt" --scores < "$TMP/in.txt" > "$TMP/avg.txt" 2> /dev/null
+check "average of a checkpoint with itself translates as it" cmp -s "$TMP/want.txt" "$TMP/avg.txt"
+mkdir -p "$TMP/run"
+for s in 100 300 1000; do cp "$TMP/m.ckpt" "$TMP/run/step-$s.ckpt"; done
+"$PROJMT" average --out "$TMP/last2.ckpt" --last 2 --dir "$TMP/run" > "$TMP/last.log" 2>&1
+check "--last 2 exits 0" test $? -eq 0
+check "--last 2 takes the newest two" grep -q "step-300.ckpt, .*step-1000.ckpt" "$TMP/last.log"
+"$PROJMT" average --out "$TMP/x.ckpt" --last 5 --dir "$TMP/run" > /dev/null 2> "$TMP/few.txt"
+check "--last beyond the files exits 1" test $? -eq 1
+check "--last beyond the files says --keep-last" grep -q "keep-last" "$TMP/few.txt"
+"$PROJMT" average --out "$TMP/x.ckpt" > /dev/null 2>&1
+check "average without inputs exits 2" test $? -eq 2
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
