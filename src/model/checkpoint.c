@@ -468,6 +468,9 @@ int pmt_checkpoint_load_model(const char *path, pmt_model *m, int max_rows, int 
         snprintf(err, errlen, "checkpoint '%s': %s", path, inner);
         goto fail;
     }
+    /* int8 files decode in int8 (the decoder requantises the dequantised
+     * weights, which gives back the stored ones); bf16 weights are exact in fp32. */
+    if (ck.weights == PMT_WEIGHTS_INT8) m->decode_weights = PMT_WEIGHTS_INT8;
     if (spm) {
         *spm = pmt_spm_load_buffer(ck.spm, ck.spm_size, inner, sizeof inner);
         if (!*spm) {

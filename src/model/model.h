@@ -83,6 +83,8 @@ typedef struct pmt_model {
     float *pos;                  /* [max_len, C] sinusoidal table (not a parameter) */
 
     pmt_model_activations *act;  /* arena */
+    int decode_weights;          /* pmt_weight_type (model_file.h) the incremental decoder multiplies by:
+                                  * the exported file's type for int8 (0 = fp32, the params) */
 } pmt_model;
 
 /* Builds the tensor table for cfg and vocab V, allocates params, grads and an

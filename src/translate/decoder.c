@@ -19,11 +19,78 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model_file.h"
 #include "nn/ops.h"
 
 static float *alloc_floats(size_t n) {
     size_t bytes = ((n ? n : 1) * sizeof(float) + 63) & ~(size_t)63;
     return aligned_alloc(64, bytes);
+}
+
+/* The tensor whose values start at w (the tensor table is in offset order). */
+static int tensor_at(const pmt_model *m, const float *w) {
+    const size_t offset = (size_t)(w - m->params);
+    int lo = 0, hi = m->n_tensors - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (m->tensors[mid].offset <= offset) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Quantises the matrix at w for int8 steps (model_file.h's per-row scheme). 0 or -1 (memory). */
+static int quantize_matrix(pmt_decoder *d, const float *w) {
+    const int i = tensor_at(d->m, w);
+    const pmt_tensor *t = &d->m->tensors[i];
+    if (d->q8[i]) return 0;   /* the embedding serves every step */
+    d->q8[i] = malloc(t->size);
+    d->q8_scale[i] = malloc((size_t)t->rows * sizeof(float));
+    if (!d->q8[i] || !d->q8_scale[i]) return -1;
+    pmt_int8_quantize_rows(d->q8[i], d->q8_scale[i], w, t->rows, t->cols);
+    return 0;
+}
+
+/* int8 copies of every matrix a step multiplies by, and their scratch. 0 or -1 (memory). */
+static int init_int8(pmt_decoder *d) {
+    const pmt_model *m = d->m;
+    const size_t R = (size_t)d->max_rows, widest = (size_t)(m->V > m->F ? m->V : m->F);
+    d->q8 = calloc((size_t)m->n_tensors, sizeof *d->q8);
+    d->q8_scale = calloc((size_t)m->n_tensors, sizeof *d->q8_scale);
+    d->q8_scratch.xq = malloc(R * (size_t)(m->F > m->C ? m->F : m->C));
+    d->q8_scratch.x_scale = malloc(R * sizeof(float));
+    d->q8_scratch.acc = malloc(R * widest * sizeof(int32_t));
+    if (!d->q8 || !d->q8_scale || !d->q8_scratch.xq || !d->q8_scratch.x_scale || !d->q8_scratch.acc) return -1;
+    int rc = quantize_matrix(d, m->wte);
+    for (int l = 0; rc == 0 && l < m->cfg.dec_layers; l++) {
+        const pmt_layer_params *p = &m->dec[l];
+        const float *mats[] = {p->self.wq, p->self.wk, p->self.wv, p->self.wo, p->cross.wq, p->cross.wo,
+                               p->ffn.w1, p->ffn.w2};
+        for (size_t k = 0; rc == 0 && k < sizeof mats / sizeof *mats; k++)
+            if (mats[k]) rc = quantize_matrix(d, mats[k]);
+    }
+    return rc;
+}
+
+static void free_int8(pmt_decoder *d) {
+    for (int i = 0; d->q8 && i < d->m->n_tensors; i++) {
+        free(d->q8[i]);
+        free(d->q8_scale[i]);
+    }
+    free(d->q8);
+    free(d->q8_scale);
+    free(d->q8_scratch.xq);
+    free(d->q8_scratch.x_scale);
+    free(d->q8_scratch.acc);
+}
+
+/* out [N, OUT] = in [N, IN] · wᵀ + b for one step: with the int8 copy of w
+ * when the decoder has one, else in fp32. */
+static void step_linear(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
+                        int IN, int OUT) {
+    const int i = d->q8 ? tensor_at(d->m, w) : -1;
+    if (i >= 0 && d->q8[i]) linear_forward_int8(out, in, d->q8[i], d->q8_scale[i], b, N, IN, OUT, &d->q8_scratch);
+    else linear_forward(out, in, w, b, N, IN, OUT);
 }
 
 static int is_standard(const pmt_decoder *d, int site) {
@@ -86,6 +153,7 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
         d->logits = alloc_floats(R * (size_t)m->V);
         ok = d->mean && d->rstd && d->lse && d->h && d->attn_probs && d->logits;
     }
+    if (ok && m->decode_weights == PMT_WEIGHTS_INT8) ok = init_int8(d) == 0;
     if (!ok) {
         snprintf(err, errlen, "decoder: out of memory (%d sentences x beam %d, max_len %d)", max_sent, max_beam,
                  m->max_len);
@@ -104,6 +172,7 @@ void pmt_decoder_free(pmt_decoder *d) {
             free(c->cross_k); free(c->cross_v);
         }
     }
+    if (d->m) free_int8(d);
     free(d->layers);
     free(d->src_len); free(d->self_klen); 
     free(d->log_sigma_fixed); free(d->enc_out); free(d->pool_scratch);
@@ -172,9 +241,9 @@ static void self_attention(pmt_decoder *d, const pmt_attn_params *p, pmt_decoder
     const pmt_model *m = d->m;
     const int R = d->rows, C = m->C;
     if (is_standard(d, PMT_SITE_DEC_SELF)) {
-        linear_forward(d->q, d->ln, p->wq, p->bq, R, C, C);
-        linear_forward(d->k_new, d->ln, p->wk, p->bk, R, C, C);
-        linear_forward(d->v_new, d->ln, p->wv, p->bv, R, C, C);
+        step_linear(d, d->q, d->ln, p->wq, p->bq, R, C, C);
+        step_linear(d, d->k_new, d->ln, p->wk, p->bk, R, C, C);
+        step_linear(d, d->v_new, d->ln, p->wv, p->bv, R, C, C);
         cache_put(c->k, d->k_new, R, d->cap, d->t, C);
         cache_put(c->v, d->v_new, R, d->cap, d->t, C);
         attention_forward_few_queries(d->att, d->attn_probs, d->q, c->k, c->v, d->self_klen, 0, R, 1, d->cap, C, m->NH,
@@ -191,7 +260,7 @@ static void cross_attention(pmt_decoder *d, const pmt_attn_params *p, const pmt_
     const pmt_model *m = d->m;
     const int C = m->C;
     if (is_standard(d, PMT_SITE_DEC_CROSS)) {
-        linear_forward(d->q, d->ln, p->wq, p->bq, d->rows, C, C);
+        step_linear(d, d->q, d->ln, p->wq, p->bq, d->rows, C, C);
         attention_forward_few_queries(d->att, d->attn_probs, d->q, c->cross_k, c->cross_v, d->src_len, 0, d->n_sent, d->beam,
                           d->S, C, m->NH, (float)(1.0 / sqrt((double)m->HS)));
     } else {
@@ -202,7 +271,7 @@ static void cross_attention(pmt_decoder *d, const pmt_attn_params *p, const pmt_
 /* x += W_O · att + b_O (the residual of an attention block). */
 static void attention_output(pmt_decoder *d, const pmt_attn_params *p) {
     const int R = d->rows, C = d->m->C;
-    linear_forward(d->sub, d->att, p->wo, p->bo, R, C, C);
+    step_linear(d, d->sub, d->att, p->wo, p->bo, R, C, C);
     residual_forward(d->x, d->x, d->sub, (size_t)R * C);
 }
 
@@ -210,9 +279,9 @@ static void ffn_block(pmt_decoder *d, const pmt_ffn_params *p) {
     const pmt_model *m = d->m;
     const int R = d->rows;
     layernorm_forward(d->ln, d->mean, d->rstd, d->x, p->ln_w, p->ln_b, R, m->C);
-    linear_forward(d->h, d->ln, p->w1, p->b1, R, m->C, m->F);
+    step_linear(d, d->h, d->ln, p->w1, p->b1, R, m->C, m->F);
     relu_forward(d->h, d->h, (size_t)R * m->F);
-    linear_forward(d->sub, d->h, p->w2, p->b2, R, m->F, m->C);
+    step_linear(d, d->sub, d->h, p->w2, p->b2, R, m->F, m->C);
     residual_forward(d->x, d->x, d->sub, (size_t)R * m->C);
 }
 
@@ -235,7 +304,7 @@ const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens) {
         ffn_block(d, &lp->ffn);
     }
     layernorm_forward(d->ln, d->mean, d->rstd, d->x, m->dec_ln_w, m->dec_ln_b, R, C);
-    linear_forward(d->logits, d->ln, m->wte, NULL, R, C, m->V);
+    step_linear(d, d->logits, d->ln, m->wte, NULL, R, C, m->V);
     logsumexp_rows(d->lse, d->logits, R, m->V);
     d->t++;
     return d->logits;

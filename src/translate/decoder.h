@@ -30,6 +30,7 @@
 
 #include "core/config.h"
 #include "model/model.h"
+#include "nn/gemm_lowp.h"
 
 typedef struct pmt_decoder_layer {
     /* Self-attention cache, [rows, cap, C] each, row r's position j at
@@ -72,6 +73,12 @@ typedef struct pmt_decoder {
      * [n_sent, NH, beam, S] (source positions past src_len are 0). Alignment
      * views (serve's heatmap) set it; the search leaves it NULL. */
     float *cross_probs_out;
+    /* int8 decoding (m->decode_weights == int8): per tensor of the model, the
+     * int8 rows and row scales of the matrices a step multiplies by (NULL
+     * for the others), and the activation scratch of nn/gemm_lowp.h. */
+    int8_t **q8;                 /* [n_tensors] */
+    float **q8_scale;            /* [n_tensors] */
+    pmt_int8_scratch q8_scratch;
 } pmt_decoder;
 
 /* Allocates for up to max_sent sentences × max_beam rows with sources and

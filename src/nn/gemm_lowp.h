@@ -1,0 +1,43 @@
+/*
+ * gemm_lowp.h — low-precision matrix products for inference: the int8
+ * linear layer of decoding with int8 weights (`projmt export --weights int8`,
+ * or --weights int8 at decode time).
+ *
+ * Why int8 here: a decoding step multiplies a handful of rows by every
+ * weight matrix (the V x C logits matrix above all), so it is bound by
+ * reading the weights; int8 weights are a quarter of the bytes, and
+ * oneDNN's integer GEMM runs on AVX-512 VNNI.
+ *
+ * Scheme (as CTranslate2's int8): weights per output row, symmetric
+ * (model/model_file.h: w[o][i] ≈ w_scale[o]·wq[o][i]); activations
+ * quantised per input row on the fly, symmetric: x[n][i] ≈ x_scale[n]·xq[n][i]
+ * with x_scale[n] = max_i |x[n][i]| / 127; int32 accumulation, then
+ * out[n][o] = x_scale[n]·w_scale[o]·acc[n][o] + b[o].
+ *
+ * These belong next to pmt_sgemm in nn/gemm.c once the matrix-product layer
+ * of the speed work is on main; they live apart until then.
+ *
+ * Ownership: kernels never allocate; the caller owns every buffer.
+ */
+#ifndef PROJMT_GEMM_LOWP_H
+#define PROJMT_GEMM_LOWP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Per-row int8 scratch for linear_forward_int8 of up to N rows of up to IN
+ * inputs and OUT outputs: xq [N*IN], x_scale [N], acc [N*OUT]. */
+typedef struct pmt_int8_scratch {
+    int8_t *xq;
+    float *x_scale;
+    int32_t *acc;
+} pmt_int8_scratch;
+
+/* out [N, OUT] = in [N, IN] · (w_scale ⊙ wq [OUT, IN])ᵀ + b [OUT] (b may be NULL). */
+void linear_forward_int8(float *out, const float *in, const int8_t *wq, const float *w_scale, const float *b,
+                         int N, int IN, int OUT, const pmt_int8_scratch *scratch);
+
+/* 1 when oneDNN reports a CPU with AVX-512 VNNI (or AMX) integer dot products. */
+int pmt_cpu_has_int8_dot(void);
+
+#endif
