@@ -157,6 +157,19 @@ static void append_stale_row(const char *dir) {
     CHECK(f && fputs("train\t11\t0.9\t9.99\t0.1\t1.0\t0.001\t1.0\t1.0\t1.0\t\t\n", f) >= 0 && fclose(f) == 0);
 }
 
+/* The uninterrupted run of test_resume, for test_resume_ema. */
+static char plain_dir[1024];
+static trace plain_trace;
+
+/* The valid row of step 8 in dir's train.tsv (loss columns), or "". */
+static void valid_row(const char *dir, char *out, size_t len) {
+    static rows r;
+    read_rows(dir, &r);
+    out[0] = '\0';
+    for (int i = 0; i < r.n; i++)
+        if (!strncmp(r.text[i], "valid|8|", 8)) snprintf(out, len, "%s", r.text[i]);
+}
+
 static void test_resume(void) {
     run_data d;
     make_data(&d);
@@ -169,6 +182,8 @@ static void test_resume(void) {
 
     int rc = run(&d, a, N_STEPS, 0, &ta, &res, err, sizeof err);
     CHECK_MSG(rc == 0 && res.steps == N_STEPS, "%s", err);
+    snprintf(plain_dir, sizeof plain_dir, "%s", a);
+    plain_trace = ta;
 
     /* Stop at a step limit mid-epoch and mid log window, then continue. */
     rc = run(&d, b, 10, 0, &tb, &res, err, sizeof err);
@@ -257,6 +272,12 @@ static void test_resume_ema(void) {
     }
     expect_kept_steps(a);
     expect_kept_steps(b);
+    /* The average does not change training, but validation scores it. */
+    CHECK(!memcmp(plain_trace.loss, ta.loss, sizeof ta.loss));
+    char with[160], without[160];
+    valid_row(a, with, sizeof with);
+    valid_row(plain_dir, without, sizeof without);
+    CHECK_MSG(with[0] && without[0] && strcmp(with, without) != 0, "valid rows: '%s' vs '%s'", with, without);
     run_ema = 0;
     run_keep_last = 0;
     fixture_corpus_free(&d.train);

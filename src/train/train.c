@@ -41,6 +41,7 @@ typedef struct trainer {
     pmt_model model;
     pmt_optim optim;
     float *ema;                             /* [n_params] moving average of params (cfg.ema > 0), else NULL */
+    float *raw_backup;                      /* [n_params] the raw params while validating with the average */
     pmt_batcher train_b, valid_b;
     int has_valid;
     pmt_train_state st;
@@ -488,16 +489,34 @@ static int translation_scores(trainer *t, pmt_log_row *r, char *note, size_t not
     return 0;
 }
 
+/* With --ema, validation scores the moving average (as Marian validates its
+ * smoothed parameters): it is what translate, eval and export use, so it is
+ * what best.ckpt and patience should judge. Swaps it into the model's
+ * parameters (in = 1) and the raw ones back (in = 0); a copy, so bitwise. */
+static void swap_in_average(trainer *t, int in) {
+    if (!t->ema) return;
+    const size_t bytes = t->model.n_params * sizeof(float);
+    if (in) {
+        memcpy(t->raw_backup, t->model.params, bytes);
+        memcpy(t->model.params, t->ema, bytes);
+    } else {
+        memcpy(t->model.params, t->raw_backup, bytes);
+    }
+}
+
 /* Validates, logs the row, keeps best.ckpt and the patience count, saves last.ckpt. */
 static int validate(trainer *t, char *err, size_t errlen) {
     pmt_stats s;
-    evaluate(t, &s);
     pmt_log_row r = empty_row(t, "valid");
+    char scores[96];
+    swap_in_average(t, 1);
+    evaluate(t, &s);
+    int rc = translation_scores(t, &r, scores, sizeof scores, err, errlen);
+    swap_in_average(t, 0);
+    if (rc != 0) return -1;
     r.loss = s.loss_sum / (double)s.tokens;
     r.accuracy = (double)s.correct / (double)s.tokens;
     r.perplexity = exp(s.nll_sum / (double)s.tokens);
-    char scores[96];
-    if (translation_scores(t, &r, scores, sizeof scores, err, errlen) != 0) return -1;
     const double value = metric_value(t, &r);
     t->valid_loss = r.loss;
     t->valid_accuracy = r.accuracy;
@@ -645,7 +664,8 @@ static int setup(trainer *t, char *err, size_t errlen) {
         snprintf(err, errlen, "%s", inner);
         return -1;
     }
-    if (c->ema > 0 && !(t->ema = malloc(t->model.n_params * sizeof(float)))) {
+    if (c->ema > 0 && (!(t->ema = malloc(t->model.n_params * sizeof(float))) ||
+                       !(t->raw_backup = malloc(t->model.n_params * sizeof(float))))) {
         snprintf(err, errlen, "out of memory for the moving average (--ema) of %zu parameters", t->model.n_params);
         return -1;
     }
@@ -677,6 +697,7 @@ static void teardown(trainer *t, char *err, size_t errlen, int *rc) {
     }
     pmt_optim_free(&t->optim);
     free(t->ema);
+    free(t->raw_backup);
     pmt_model_free(&t->model);
     pmt_batcher_free(&t->train_b);
     if (t->has_valid) pmt_batcher_free(&t->valid_b);
