@@ -468,9 +468,12 @@ int pmt_checkpoint_load_model(const char *path, pmt_model *m, int max_rows, int 
         snprintf(err, errlen, "checkpoint '%s': %s", path, inner);
         goto fail;
     }
-    /* int8 files decode in int8 (the decoder requantises the dequantised
-     * weights, which gives back the stored ones); bf16 weights are exact in fp32. */
-    if (ck.weights == PMT_WEIGHTS_INT8) m->decode_weights = PMT_WEIGHTS_INT8;
+    /* Low-precision files decode in their precision: the decoder rounds the
+     * widened weights again, which gives back the stored ones. bf16 needs
+     * native bf16 dot products; elsewhere the widened weights (the same
+     * values) decode in fp32. */
+    if (ck.weights == PMT_WEIGHTS_INT8 || (ck.weights == PMT_WEIGHTS_BF16 && pmt_cpu_has_bf16()))
+        m->decode_weights = ck.weights;
     if (spm) {
         *spm = pmt_spm_load_buffer(ck.spm, ck.spm_size, inner, sizeof inner);
         if (!*spm) {

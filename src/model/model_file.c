@@ -44,21 +44,6 @@ const char *pmt_weight_type_name(pmt_weight_type t) {
 /* ------------------------------------------------------------------ */
 /* the quantisation kernels                                            */
 
-uint16_t pmt_bf16_from_float(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN stays NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                                           /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
-
-float pmt_bf16_to_float(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 void pmt_int8_quantize_rows(int8_t *q, float *scale, const float *w, int rows, int cols) {
     for (int r = 0; r < rows; r++) {
         const float *row = w + (size_t)r * cols;

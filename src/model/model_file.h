@@ -47,6 +47,7 @@
 
 #include "core/gzstream.h"
 #include "model/checkpoint.h"
+#include "nn/gemm_lowp.h"
 
 #define PMT_MODEL_FILE_VERSION 1
 #define PMT_MODEL_FILE_MAGIC "PMTMODEL"
@@ -74,11 +75,8 @@ int pmt_model_file_export(const char *path, const pmt_checkpoint *ck, pmt_weight
 int pmt_model_file_read(pmt_gzstream *gz, const char *path, uint64_t budget, pmt_checkpoint *ck, char *err,
                         size_t errlen);
 
-/* The quantisation kernels, exposed for tests.
- * bf16: the upper 16 bits of x rounded to nearest even (NaN stays NaN). */
-uint16_t pmt_bf16_from_float(float x);
-float pmt_bf16_to_float(uint16_t h);
-/* w [rows, cols] → q [rows, cols], scale [rows] (per-row symmetric, above). */
+/* int8 quantisation (bf16 rounding is pmt_bf16_from_float of nn/gemm_lowp.h):
+ * w [rows, cols] → q [rows, cols], scale [rows] (per-row symmetric, above). */
 void pmt_int8_quantize_rows(int8_t *q, float *scale, const float *w, int rows, int cols);
 /* q, scale → w [rows, cols]. */
 void pmt_int8_dequantize_rows(float *w, const int8_t *q, const float *scale, int rows, int cols);

@@ -7,6 +7,9 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <oneapi/dnnl/dnnl.h>
 
 /* xq, x_scale = per-row symmetric quantisation of in [N, IN]. */
@@ -38,6 +41,120 @@ void linear_forward_int8(float *out, const float *in, const int8_t *wq, const fl
         const int32_t *a = s->acc + (size_t)n * OUT;
         for (int j = 0; j < OUT; j++) o[j] = xs * w_scale[j] * (float)a[j] + (b ? b[j] : 0.0f);
     }
+}
+
+/* One CPU engine and stream for the process, made on first use. */
+static dnnl_engine_t cpu_engine;
+static dnnl_stream_t cpu_stream;
+
+static int ensure_engine(void) {
+    if (cpu_stream) return 0;
+    if (dnnl_engine_create(&cpu_engine, dnnl_cpu, 0) != dnnl_success) return -1;
+    if (dnnl_stream_create(&cpu_stream, cpu_engine, dnnl_stream_default_flags) != dnnl_success) return -1;
+    return 0;
+}
+
+struct pmt_bf16_matmul {
+    int IN, OUT, with_bias;
+    uint16_t *w;                 /* [OUT, IN] bf16 */
+    dnnl_primitive_t prim;
+};
+
+uint16_t pmt_bf16_from_float(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN stays NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);                                           /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+float pmt_bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+pmt_bf16_matmul *pmt_bf16_matmul_init(const float *w, int IN, int OUT, int with_bias, char *err, size_t errlen) {
+    pmt_bf16_matmul *mm = calloc(1, sizeof *mm);
+    if (!mm || !(mm->w = malloc((size_t)IN * OUT * sizeof *mm->w))) {
+        snprintf(err, errlen, "bf16 matmul: out of memory");
+        pmt_bf16_matmul_free(mm);
+        return NULL;
+    }
+    mm->IN = IN;
+    mm->OUT = OUT;
+    mm->with_bias = with_bias;
+    for (size_t i = 0; i < (size_t)IN * OUT; i++) mm->w[i] = pmt_bf16_from_float(w[i]);
+    /* src [M, IN] bf16 with M known only at execution, weights [IN, OUT]
+     * stored transposed (our [OUT, IN] rows: tag ba), dst [M, OUT] fp32. */
+    dnnl_memory_desc_t src, wei, bia, dst;
+    dnnl_dims_t src_dims = {DNNL_RUNTIME_DIM_VAL, IN}, wei_dims = {IN, OUT}, bia_dims = {1, OUT},
+                dst_dims = {DNNL_RUNTIME_DIM_VAL, OUT};
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd = NULL;
+    int ok = ensure_engine() == 0 &&
+             dnnl_memory_desc_init_by_tag(&src, 2, src_dims, dnnl_bf16, dnnl_ab) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&wei, 2, wei_dims, dnnl_bf16, dnnl_ba) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&bia, 2, bia_dims, dnnl_f32, dnnl_ab) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&dst, 2, dst_dims, dnnl_f32, dnnl_ab) == dnnl_success &&
+             dnnl_matmul_desc_init(&desc, &src, &wei, with_bias ? &bia : NULL, &dst) == dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &desc, NULL, cpu_engine, NULL) == dnnl_success &&
+             dnnl_primitive_create(&mm->prim, pd) == dnnl_success;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (!ok) {
+        snprintf(err, errlen, "oneDNN cannot build a bf16 matmul of [*, %d] x [%d, %d]", IN, IN, OUT);
+        pmt_bf16_matmul_free(mm);
+        return NULL;
+    }
+    return mm;
+}
+
+void pmt_bf16_matmul_free(pmt_bf16_matmul *mm) {
+    if (!mm) return;
+    if (mm->prim) dnnl_primitive_destroy(mm->prim);
+    free(mm->w);
+    free(mm);
+}
+
+/* A memory object over ptr of dims [rows, cols] (row-major, or its transpose). */
+static dnnl_memory_t wrap(const void *ptr, int64_t rows, int64_t cols, dnnl_data_type_t type, dnnl_format_tag_t tag) {
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_memory_t mem = NULL;
+    if (dnnl_memory_desc_init_by_tag(&md, 2, dims, type, tag) != dnnl_success ||
+        dnnl_memory_create(&mem, &md, cpu_engine, (void *)ptr) != dnnl_success)
+        return NULL;
+    return mem;
+}
+
+void linear_forward_bf16(float *out, const float *in, const pmt_bf16_matmul *mm, const float *b, int N,
+                         uint16_t *xs) {
+    if (N <= 0) return;
+    assert(!b == !mm->with_bias);
+    const size_t n_in = (size_t)N * mm->IN;
+#pragma omp parallel for schedule(static) if (n_in > 32768)
+    for (size_t i = 0; i < n_in; i++) xs[i] = pmt_bf16_from_float(in[i]);
+    dnnl_memory_t src = wrap(xs, N, mm->IN, dnnl_bf16, dnnl_ab), wei = wrap(mm->w, mm->IN, mm->OUT, dnnl_bf16, dnnl_ba),
+                  dst = wrap(out, N, mm->OUT, dnnl_f32, dnnl_ab), bia = b ? wrap(b, 1, mm->OUT, dnnl_f32, dnnl_ab) : NULL;
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}, {DNNL_ARG_BIAS, bia}};
+    /* A failure here (oneDNN out of memory for a handle) is not recoverable mid-step. */
+    int ok = src && wei && dst && (!b || bia) &&
+             dnnl_primitive_execute(mm->prim, cpu_stream, b ? 4 : 3, args) == dnnl_success &&
+             dnnl_stream_wait(cpu_stream) == dnnl_success;
+    dnnl_memory_t mems[4] = {src, wei, dst, bia};
+    for (int i = 0; i < 4; i++)
+        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    if (!ok) {
+        fprintf(stderr, "projmt: oneDNN bf16 matmul failed\n");
+        abort();
+    }
+}
+
+int pmt_cpu_has_bf16(void) {
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    const unsigned bf16 = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+    return (isa & bf16) == bf16;
 }
 
 int pmt_cpu_has_int8_dot(void) {

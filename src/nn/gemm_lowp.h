@@ -14,6 +14,11 @@
  * with x_scale[n] = max_i |x[n][i]| / 127; int32 accumulation, then
  * out[n][o] = x_scale[n]·w_scale[o]·acc[n][o] + b[o].
  *
+ * bf16 (`projmt export --weights bf16`): weights and activations rounded to
+ * bfloat16, fp32 accumulation, through oneDNN's matmul primitive — only on
+ * a CPU with native bf16 dot products (avx512_bf16); elsewhere the caller
+ * multiplies the fp32 widening of the bf16 weights (the same weights, exact).
+ *
  * These belong next to pmt_sgemm in nn/gemm.c once the matrix-product layer
  * of the speed work is on main; they live apart until then.
  *
@@ -36,6 +41,27 @@ typedef struct pmt_int8_scratch {
 /* out [N, OUT] = in [N, IN] · (w_scale ⊙ wq [OUT, IN])ᵀ + b [OUT] (b may be NULL). */
 void linear_forward_int8(float *out, const float *in, const int8_t *wq, const float *w_scale, const float *b,
                          int N, int IN, int OUT, const pmt_int8_scratch *scratch);
+
+/* bf16: the upper 16 bits of x rounded to nearest even (NaN stays NaN). */
+uint16_t pmt_bf16_from_float(float x);
+float pmt_bf16_to_float(uint16_t h);
+
+/* A bf16 weight matrix [OUT, IN] and the oneDNN matmul that multiplies by
+ * it (any number of rows, bias optional). Opaque; owns its copy of w. */
+typedef struct pmt_bf16_matmul pmt_bf16_matmul;
+
+/* Rounds w [OUT, IN] to bf16 and builds the matmul. NULL with err when
+ * oneDNN refuses (or out of memory). */
+pmt_bf16_matmul *pmt_bf16_matmul_init(const float *w, int IN, int OUT, int with_bias, char *err, size_t errlen);
+void pmt_bf16_matmul_free(pmt_bf16_matmul *mm);
+
+/* out [N, OUT] = bf16(in [N, IN]) · W_bf16ᵀ + b (b given iff with_bias);
+ * xs is caller scratch of N*IN bf16 values. */
+void linear_forward_bf16(float *out, const float *in, const pmt_bf16_matmul *mm, const float *b, int N,
+                         uint16_t *xs);
+
+/* 1 when oneDNN reports native bf16 dot products (avx512_bf16 or AMX). */
+int pmt_cpu_has_bf16(void);
 
 /* 1 when oneDNN reports a CPU with AVX-512 VNNI (or AMX) integer dot products. */
 int pmt_cpu_has_int8_dot(void);

@@ -39,57 +39,80 @@ static int tensor_at(const pmt_model *m, const float *w) {
     return lo;
 }
 
-/* Quantises the matrix at w for int8 steps (model_file.h's per-row scheme). 0 or -1 (memory). */
-static int quantize_matrix(pmt_decoder *d, const float *w) {
+/* The int8 copy (model_file.h's per-row scheme) or bf16 matmul of the
+ * matrix at w, once. 0, or -1 with err. */
+static int lower_matrix(pmt_decoder *d, const float *w, int with_bias, char *err, size_t errlen) {
     const int i = tensor_at(d->m, w);
     const pmt_tensor *t = &d->m->tensors[i];
-    if (d->q8[i]) return 0;   /* the embedding serves every step */
+    if (d->q8[i] || d->bf16[i]) return 0;   /* the embedding serves every step */
+    if (d->m->decode_weights == PMT_WEIGHTS_BF16) {
+        d->bf16[i] = pmt_bf16_matmul_init(w, t->cols, t->rows, with_bias, err, errlen);
+        return d->bf16[i] ? 0 : -1;
+    }
     d->q8[i] = malloc(t->size);
     d->q8_scale[i] = malloc((size_t)t->rows * sizeof(float));
-    if (!d->q8[i] || !d->q8_scale[i]) return -1;
+    if (!d->q8[i] || !d->q8_scale[i]) {
+        snprintf(err, errlen, "decoder: out of memory for int8 weights");
+        return -1;
+    }
     pmt_int8_quantize_rows(d->q8[i], d->q8_scale[i], w, t->rows, t->cols);
     return 0;
 }
 
-/* int8 copies of every matrix a step multiplies by, and their scratch. 0 or -1 (memory). */
-static int init_int8(pmt_decoder *d) {
+/* Low-precision forms of every matrix a step multiplies by, and their scratch. 0, or -1 with err. */
+static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
     const pmt_model *m = d->m;
     const size_t R = (size_t)d->max_rows, widest = (size_t)(m->V > m->F ? m->V : m->F);
+    const size_t widest_in = (size_t)(m->F > m->C ? m->F : m->C);
+    const int int8 = m->decode_weights == PMT_WEIGHTS_INT8;
     d->q8 = calloc((size_t)m->n_tensors, sizeof *d->q8);
     d->q8_scale = calloc((size_t)m->n_tensors, sizeof *d->q8_scale);
-    d->q8_scratch.xq = malloc(R * (size_t)(m->F > m->C ? m->F : m->C));
-    d->q8_scratch.x_scale = malloc(R * sizeof(float));
-    d->q8_scratch.acc = malloc(R * widest * sizeof(int32_t));
-    if (!d->q8 || !d->q8_scale || !d->q8_scratch.xq || !d->q8_scratch.x_scale || !d->q8_scratch.acc) return -1;
-    int rc = quantize_matrix(d, m->wte);
+    d->bf16 = calloc((size_t)m->n_tensors, sizeof *d->bf16);
+    if (int8) {
+        d->q8_scratch.xq = malloc(R * widest_in);
+        d->q8_scratch.x_scale = malloc(R * sizeof(float));
+        d->q8_scratch.acc = malloc(R * widest * sizeof(int32_t));
+    } else {
+        d->bf16_scratch = malloc(R * widest_in * sizeof *d->bf16_scratch);
+    }
+    if (!d->q8 || !d->q8_scale || !d->bf16 ||
+        (int8 ? !d->q8_scratch.xq || !d->q8_scratch.x_scale || !d->q8_scratch.acc : !d->bf16_scratch)) {
+        snprintf(err, errlen, "decoder: out of memory for low-precision weights");
+        return -1;
+    }
+    int rc = lower_matrix(d, m->wte, 0, err, errlen);
     for (int l = 0; rc == 0 && l < m->cfg.dec_layers; l++) {
         const pmt_layer_params *p = &m->dec[l];
         const float *mats[] = {p->self.wq, p->self.wk, p->self.wv, p->self.wo, p->cross.wq, p->cross.wo,
                                p->ffn.w1, p->ffn.w2};
         for (size_t k = 0; rc == 0 && k < sizeof mats / sizeof *mats; k++)
-            if (mats[k]) rc = quantize_matrix(d, mats[k]);
+            if (mats[k]) rc = lower_matrix(d, mats[k], 1, err, errlen);
     }
     return rc;
 }
 
-static void free_int8(pmt_decoder *d) {
+static void free_lowp(pmt_decoder *d) {
     for (int i = 0; d->q8 && i < d->m->n_tensors; i++) {
         free(d->q8[i]);
         free(d->q8_scale[i]);
+        if (d->bf16) pmt_bf16_matmul_free(d->bf16[i]);
     }
     free(d->q8);
     free(d->q8_scale);
+    free(d->bf16);
     free(d->q8_scratch.xq);
     free(d->q8_scratch.x_scale);
     free(d->q8_scratch.acc);
+    free(d->bf16_scratch);
 }
 
-/* out [N, OUT] = in [N, IN] · wᵀ + b for one step: with the int8 copy of w
- * when the decoder has one, else in fp32. */
+/* out [N, OUT] = in [N, IN] · wᵀ + b for one step: with the int8 copy or
+ * bf16 matmul of w when the decoder has one, else in fp32. */
 static void step_linear(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
                         int IN, int OUT) {
     const int i = d->q8 ? tensor_at(d->m, w) : -1;
     if (i >= 0 && d->q8[i]) linear_forward_int8(out, in, d->q8[i], d->q8_scale[i], b, N, IN, OUT, &d->q8_scratch);
+    else if (i >= 0 && d->bf16[i]) linear_forward_bf16(out, in, d->bf16[i], b, N, d->bf16_scratch);
     else linear_forward(out, in, w, b, N, IN, OUT);
 }
 
@@ -153,7 +176,10 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
         d->logits = alloc_floats(R * (size_t)m->V);
         ok = d->mean && d->rstd && d->lse && d->h && d->attn_probs && d->logits;
     }
-    if (ok && m->decode_weights == PMT_WEIGHTS_INT8) ok = init_int8(d) == 0;
+    if (ok && m->decode_weights != PMT_WEIGHTS_FP32 && init_lowp(d, err, errlen) != 0) {
+        pmt_decoder_free(d);
+        return -1;
+    }
     if (!ok) {
         snprintf(err, errlen, "decoder: out of memory (%d sentences x beam %d, max_len %d)", max_sent, max_beam,
                  m->max_len);
@@ -172,7 +198,7 @@ void pmt_decoder_free(pmt_decoder *d) {
             free(c->cross_k); free(c->cross_v);
         }
     }
-    if (d->m) free_int8(d);
+    if (d->m) free_lowp(d);
     free(d->layers);
     free(d->src_len); free(d->self_klen); 
     free(d->log_sigma_fixed); free(d->enc_out); free(d->pool_scratch);

@@ -73,12 +73,15 @@ typedef struct pmt_decoder {
      * [n_sent, NH, beam, S] (source positions past src_len are 0). Alignment
      * views (serve's heatmap) set it; the search leaves it NULL. */
     float *cross_probs_out;
-    /* int8 decoding (m->decode_weights == int8): per tensor of the model, the
-     * int8 rows and row scales of the matrices a step multiplies by (NULL
-     * for the others), and the activation scratch of nn/gemm_lowp.h. */
+    /* Low-precision steps (m->decode_weights int8 or bf16): per tensor of
+     * the model, the int8 rows and row scales, or the bf16 matmul, of the
+     * matrices a step multiplies by (NULL for the others), and the
+     * activation scratch of nn/gemm_lowp.h. */
     int8_t **q8;                 /* [n_tensors] */
     float **q8_scale;            /* [n_tensors] */
     pmt_int8_scratch q8_scratch;
+    pmt_bf16_matmul **bf16;      /* [n_tensors] */
+    uint16_t *bf16_scratch;      /* [max_rows, max(C, F)] */
 } pmt_decoder;
 
 /* Allocates for up to max_sent sentences × max_beam rows with sources and

@@ -1,11 +1,13 @@
 /*
- * test_int8_decode.c — int8 decoding (nn/gemm_lowp.h, the decoder's int8
- * steps): the int8 linear layer stays within the error bound its two
- * roundings allow, against a double-precision product of the same weights;
+ * test_lowp_decode.c — int8 and bf16 decoding (nn/gemm_lowp.h, the
+ * decoder's low-precision steps): the int8 and bf16 linear layers stay
+ * within the error bounds their roundings allow, against a double-precision
+ * product of the same weights;
  * requantising dequantised int8 weights gives back the same integers (why
- * the decoder may requantise what an int8 file loaded); an int8 decoder's
- * log-probabilities stay close to the fp32 decoder's over several steps
- * with both attention forms, and repeat exactly from run to run.
+ * the decoder may requantise what an int8 file loaded); int8 and bf16
+ * decoders' log-probabilities stay close to the fp32 decoder's over several
+ * steps with both attention forms, and repeat exactly from run to run.
+ * The bf16 half needs a CPU with avx512_bf16 and says so when skipped.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -65,6 +67,43 @@ static void test_kernel(void) {
     for (int o = 0; o < OUT; o++) CHECK(fabsf(scale2[o] - w_scale[o]) <= w_scale[o] * 1e-6f);
 }
 
+static void test_bf16_kernel(void) {
+    enum { N = 4, IN = 40, OUT = 24 };
+    static float x[N * IN], w[OUT * IN], b[OUT], out[N * OUT];
+    static uint16_t xs[N * IN];
+    char err[256];
+    pmt_rng r = {6};
+    for (int i = 0; i < N * IN; i++) x[i] = (float)pmt_rng_normal(&r);
+    for (int i = 0; i < OUT * IN; i++) w[i] = (float)pmt_rng_normal(&r) * 0.1f;
+    for (int o = 0; o < OUT; o++) b[o] = 0.5f - (float)o * 0.02f;
+    for (int with_bias = 0; with_bias <= 1; with_bias++) {
+        pmt_bf16_matmul *mm = pmt_bf16_matmul_init(w, IN, OUT, with_bias, err, sizeof err);
+        CHECK_MSG(mm != NULL, "%s", err);
+        if (!mm) return;
+        for (int n = 1; n <= N; n += N - 1) {   /* the row count varies per call */
+            memset(out, 0, sizeof out);
+            linear_forward_bf16(out, x, mm, with_bias ? b : NULL, n, xs);
+            int within = 1, differ = 0;
+            float exact[N * OUT];
+            linear_forward(exact, x, w, with_bias ? b : NULL, n, IN, OUT);
+            for (int k = 0; k < n; k++)
+                for (int o = 0; o < OUT; o++) {
+                    /* Both factors within 2^-8 relative: the product within 2^-7 + 2^-16. */
+                    double ref = with_bias ? b[o] : 0, bound = 1e-6;
+                    for (int i = 0; i < IN; i++) {
+                        ref += (double)x[k * IN + i] * w[o * IN + i];
+                        bound += fabs((double)x[k * IN + i] * w[o * IN + i]) * (0x1p-7 + 0x1p-16);
+                    }
+                    within &= fabs(out[k * OUT + o] - ref) <= bound;
+                    differ |= out[k * OUT + o] != exact[k * OUT + o];
+                }
+            CHECK_MSG(within, "bf16 product outside its bound (rows %d, bias %d)", n, with_bias);
+            CHECK_MSG(differ, "bf16 product equals the fp32 one: were bf16 inputs used?");
+        }
+        pmt_bf16_matmul_free(mm);
+    }
+}
+
 /* Log-probabilities of STEPS greedy-fed steps of a random model, with the
  * decoder multiplying in fp32 or int8. */
 enum { VOCAB = 50, STEPS = 6, SENT = 2, BEAM = 2, S = 5 };
@@ -103,10 +142,13 @@ static void test_decoder(void) {
     enum { N = STEPS * SENT * BEAM * VOCAB };
     static float f32[N], q8[N], q8_again[N];
     const int forms[2][PMT_SITES] = {{0, 0, 0}, {1, 1, 1}};
-    for (int k = 0; k < 2; k++) {
+    const int types[2] = {PMT_WEIGHTS_INT8, PMT_WEIGHTS_BF16};
+    for (int j = 0; j < 4; j++) {
+        const int k = j % 2, type = types[j / 2];
+        if (type == PMT_WEIGHTS_BF16 && !pmt_cpu_has_bf16()) continue;
         run_decoder(forms[k], PMT_WEIGHTS_FP32, f32);
-        run_decoder(forms[k], PMT_WEIGHTS_INT8, q8);
-        run_decoder(forms[k], PMT_WEIGHTS_INT8, q8_again);
+        run_decoder(forms[k], type, q8);
+        run_decoder(forms[k], type, q8_again);
         double worst = 0, sum = 0, spread = 0;
         int differ = 0;
         for (int i = 0; i < N; i++) {
@@ -119,15 +161,18 @@ static void test_decoder(void) {
          * 2+2 layers the log-probabilities (spread ~4 nats here) move by ~0.01 on
          * average, a few times that at worst. */
         CHECK_MSG(spread > 2 && sum / N < 0.02 && worst < 0.1,
-                  "%s: int8 log-probabilities differ from fp32 by %g on average, %g at worst (spread %g)",
-                  k ? "projection" : "standard", sum / N, worst, spread);
-        CHECK_MSG(differ, "int8 decoding gave exactly the fp32 log-probabilities: was it used?");
+                  "%s, %s: log-probabilities differ from fp32 by %g on average, %g at worst (spread %g)",
+                  k ? "projection" : "standard", pmt_weight_type_name(type), sum / N, worst, spread);
+        CHECK_MSG(differ, "%s decoding gave exactly the fp32 log-probabilities: was it used?",
+                  pmt_weight_type_name(type));
         CHECK(memcmp(q8, q8_again, sizeof q8) == 0);
     }
 }
 
 int main(void) {
     test_kernel();
+    if (pmt_cpu_has_bf16()) test_bf16_kernel();
+    else printf("SKIPPED (part): bf16 kernel and decoder: this CPU has no avx512_bf16\n");
     test_decoder();
     return test_finish();
 }
