@@ -199,8 +199,7 @@ static int get_header(source *s, uint32_t *flags, uint32_t *version_out) {
     if (get(s, magic, sizeof magic, "magic") != 0) return -1;
     if (memcmp(magic, PMT_MODEL_FILE_MAGIC, sizeof magic) == 0) return 1;
     if (memcmp(magic, MAGIC, sizeof MAGIC) != 0) {
-        snprintf(s->err, s->errlen, "'%s' is neither a projmt checkpoint nor an exported model (bad magic number)",
-                 s->path);
+        snprintf(s->err, s->errlen, "'%s' is not a projmt checkpoint or exported model (bad magic number)", s->path);
         s->failed = 1;
         return -1;
     }
