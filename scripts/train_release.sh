@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # train_release.sh — the recipe of the shipped English→Spanish model
 # (models/en-es.int8.pmt): base config, fp32 training with an exponential
-# moving average of the weights and numbered checkpoints, then the better of
-# (best.ckpt's average, the mean of the last 5 checkpoints' averages) by
-# VALIDATION BLEU, exported with int8 weights and scored on the test split
-# and FLORES-200 dev for the model card (models/README.md).
+# moving average of the weights and numbered checkpoints, then the best of
+# (best.ckpt's average, the mean of the last 5 checkpoints' averages, the
+# last raw weights) by VALIDATION BLEU, exported with int8 weights and scored
+# on the test split and FLORES-200 dev for the model card (models/README.md).
 #
 #   bash scripts/train_release.sh [--minutes 120] [--run DIR] [--out FILE]
 #                                 [--weights int8|bf16] [-- extra train flags]
@@ -56,13 +56,15 @@ step "train ($minutes min, base config, fp32, --ema 0.999, --keep-last 5)"
 
 step "candidates, scored on the validation split (beam 4)"
 "$projmt" average --out "$run/avg-last5.ckpt" --last 5 --dir "$run"
+# The raw weights too: early in training the average lags behind them.
+"$projmt" export --raw --model "$run/last.ckpt" --out "$run/raw.fp32.pmt" --weights fp32
 valid_bleu() {   # prints the validation BLEU of a model file
   "$projmt" eval --model "$1" --src "$data_dir/valid.en" --ref "$data_dir/valid.es" --beam-size 4 --json |
     tail -n 1 | sed -n 's/.*"bleu": {"score": \([0-9.e+-]*\).*/\1/p'
 }
 best=""
 best_bleu=-1
-for candidate in "$run/best.ckpt" "$run/avg-last5.ckpt"; do
+for candidate in "$run/best.ckpt" "$run/avg-last5.ckpt" "$run/raw.fp32.pmt"; do
   bleu=$(valid_bleu "$candidate")
   [ -n "$bleu" ] || die "could not score $candidate"
   echo "$candidate: valid BLEU $bleu"
