@@ -30,7 +30,7 @@ static void print_usage(FILE *out) {
             "every layer and head at the three sites (encoder self, decoder self, decoder\n"
             "cross), with the source and target pieces, to DIR/attention.json.\n"
             "Plot them with scripts/plot_attention.py.\n\n"
-            "  --model CKPT      checkpoint\n"
+            "  --model CKPT      checkpoint or exported model file\n"
             "  --src TEXT        English sentence\n"
             "  --tgt TEXT        Spanish sentence to attend with (default: greedy translation)\n"
             "  --out DIR         output folder (created if missing)\n"

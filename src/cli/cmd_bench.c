@@ -29,7 +29,7 @@ static void usage(FILE *out) {
            "           dot (gaussian with that metric, fixed sigma) (default standard,projection)\n"
            "  --decode: sentences/s and tokens/s of batched greedy and beam-4 search over the first --sentences\n"
            "           (1000) lines of <data-dir>/test.en, per mode with randomly initialised models, or with\n"
-           "           the trained checkpoint given by --model\n\n");
+           "           the trained checkpoint or exported model file given by --model\n\n");
     pmt_config_print_help(out, "model,train");
 }
 

@@ -62,7 +62,7 @@ static void print_usage(FILE *out) {
             "  --hyp FILE        system output, one detokenized sentence per line\n"
             "  --ref FILE        references, one sentence per line\n"
             "  --metrics LIST    comma-separated, from bleu, chrf (default: bleu,chrf)\n"
-            "  --model CKPT      checkpoint to evaluate\n"
+            "  --model CKPT      checkpoint or exported model file to evaluate\n"
             "  --split NAME      prepared split: train, valid or test\n"
             "  --data-dir DIR    prepared data (default: the config's data_dir)\n"
             "  --src FILE        English sentences to translate, one per line\n"

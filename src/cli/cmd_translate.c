@@ -44,7 +44,7 @@ static void usage(FILE *out) {
             "Translates English lines to Spanish with a checkpoint (model, config and\n"
             "tokenizer are all inside it). Interactive on a terminal, else one output\n"
             "line per input line.\n\n"
-            "  --model FILE       checkpoint to load (required)\n"
+            "  --model FILE       checkpoint or exported model file (projmt export) to load (required)\n"
             "  -i FILE, -o FILE   input / output files (default stdin / stdout)\n"
             "  --batch N          decode N lines together (reads N lines ahead; default 1,\n"
             "                     or %d with -i)\n"

@@ -92,7 +92,7 @@ static const field fields[] = {
     F("ema", T_DOUBLE, ema, "0", "train", "keep an exponential moving average of the weights with this decay, e.g. 0.9999 (0 = off)"),
     F("keep_last", T_INT, keep_last, "0", "train", "also save step-N.ckpt at each save and keep the newest N (0 = off)"),
 
-    F("model", T_PATH, model, "", "translate", "checkpoint file"),
+    F("model", T_PATH, model, "", "translate", "checkpoint or exported model file"),
     F("beam_size", T_INT, beam_size, "4", "translate", "beam size (1 = greedy)"),
     F("n_best", T_INT, n_best, "1", "translate", "hypotheses printed per sentence"),
     F("normalize", T_DOUBLE, normalize, "1.0", "translate", "length normalization: score / length^alpha"),
