@@ -304,11 +304,13 @@ int pmt_model_file_read(pmt_gzstream *gz, const char *path, uint64_t budget, pmt
     uint32_t flags = 0, *storage = NULL;
     int32_t vocab, n;
     size_t config_len;
+    char *spm = NULL;
     ck->is_export = 1;
-    if (get_header(&s, ck, &flags) != 0 ||
-        get_blob(&s, &ck->config_text, &config_len, MAX_CONFIG_BYTES, "config") != 0 ||
-        get_blob(&s, (char **)&ck->spm, &ck->spm_size, MAX_SPM_BYTES, "SentencePiece model") != 0 ||
-        get(&s, &vocab, sizeof vocab, "vocab size") != 0 || get(&s, &n, sizeof n, "tensor count") != 0)
+    int got = get_header(&s, ck, &flags) == 0 &&
+              get_blob(&s, &ck->config_text, &config_len, MAX_CONFIG_BYTES, "config") == 0 &&
+              get_blob(&s, &spm, &ck->spm_size, MAX_SPM_BYTES, "SentencePiece model") == 0;
+    ck->spm = (uint8_t *)spm;
+    if (!got || get(&s, &vocab, sizeof vocab, "vocab size") != 0 || get(&s, &n, sizeof n, "tensor count") != 0)
         return -1;
     /* A table entry takes 92 bytes, a weight at least one. */
     if (vocab < 4 || n < 1 || n > MAX_TENSORS || (uint64_t)n > budget / 92)

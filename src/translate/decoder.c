@@ -14,6 +14,7 @@
  */
 #include "translate/decoder.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ static float *alloc_floats(size_t n) {
 
 /* The tensor whose values start at w (the tensor table is in offset order). */
 static int tensor_at(const pmt_model *m, const float *w) {
+    assert(w >= m->params && w < m->params + m->n_params);
     const size_t offset = (size_t)(w - m->params);
     int lo = 0, hi = m->n_tensors - 1;
     while (lo < hi) {
