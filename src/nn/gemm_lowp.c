@@ -12,16 +12,25 @@
 #include <string.h>
 #include <oneapi/dnnl/dnnl.h>
 
-/* xq, x_scale = per-row symmetric quantisation of in [N, IN]. */
+/* xq, x_scale = per-row symmetric quantisation of in [N, IN]. Written to
+ * stay inline and vectorisable (no libm calls: fmaxf and nearbyintf are
+ * calls without -ffast-math); rounding is half away from zero. */
 static void quantize_rows(int8_t *xq, float *x_scale, const float *in, int N, int IN) {
 #pragma omp parallel for schedule(static) if ((long)N * IN > 32768)
     for (int n = 0; n < N; n++) {
         const float *row = in + (size_t)n * IN;
+        int8_t *q = xq + (size_t)n * IN;
         float amax = 0.0f;
-        for (int i = 0; i < IN; i++) amax = fmaxf(amax, fabsf(row[i]));
+        for (int i = 0; i < IN; i++) {
+            const float a = row[i] < 0.0f ? -row[i] : row[i];
+            amax = a > amax ? a : amax;
+        }
         x_scale[n] = amax / 127.0f;
         const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        for (int i = 0; i < IN; i++) xq[(size_t)n * IN + i] = (int8_t)nearbyintf(row[i] * inv);
+        for (int i = 0; i < IN; i++) {
+            const float v = row[i] * inv;
+            q[i] = (int8_t)(int)(v + (v < 0.0f ? -0.5f : 0.5f));
+        }
     }
 }
 
@@ -39,7 +48,11 @@ void linear_forward_int8(float *out, const float *in, const int8_t *wq, const fl
         const float xs = s->x_scale[n];
         float *o = out + (size_t)n * OUT;
         const int32_t *a = s->acc + (size_t)n * OUT;
-        for (int j = 0; j < OUT; j++) o[j] = xs * w_scale[j] * (float)a[j] + (b ? b[j] : 0.0f);
+        if (b) {
+            for (int j = 0; j < OUT; j++) o[j] = xs * w_scale[j] * (float)a[j] + b[j];
+        } else {
+            for (int j = 0; j < OUT; j++) o[j] = xs * w_scale[j] * (float)a[j];
+        }
     }
 }
 
