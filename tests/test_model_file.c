@@ -4,8 +4,8 @@
  * trip per weight type (config, SentencePiece bytes and table exact; fp32
  * weights bitwise, bf16/int8 weights exactly their rounding, vectors fp32);
  * the moving average is what gets exported; an int8 file is at most 30 % of
- * its checkpoint; truncated, corrupted, appended-to and wrong-version files
- * are refused with a message naming the file.
+ * its checkpoint; truncated, corrupted, appended-to, wrong-version and
+ * impossible-count files are refused with a message naming the file.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -230,6 +230,19 @@ static void test_corrupted(const char *dir) {
     write_gz(bad, raw, n);
     expect_refused(bad, "weight type 7", "weight type");
     raw[12] = 2;
+    /* A tensor count the file cannot hold is refused before anything is
+     * allocated for it (not read until the stream runs out). */
+    uint64_t config_len, spm_len;
+    memcpy(&config_len, raw + 20, 8);
+    memcpy(&spm_len, raw + 28 + config_len, 8);
+    const size_t count_at = 28 + config_len + 8 + spm_len + 4;
+    int32_t count, huge = 1000000;
+    memcpy(&count, raw + count_at, 4);
+    CHECK(count > 10 && count < 200);
+    memcpy(raw + count_at, &huge, 4);
+    write_gz(bad, raw, n);
+    expect_refused(bad, "huge tensor count", "implausible");
+    memcpy(raw + count_at, &count, 4);
     write_gz(bad, raw, n);
     pmt_checkpoint ck;
     char err[512];
