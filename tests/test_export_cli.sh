@@ -69,6 +69,11 @@ check "--last beyond the files exits 1" test $? -eq 1
 check "--last beyond the files says --keep-last" grep -q "keep-last" "$TMP/few.txt"
 "$PROJMT" average --out "$TMP/x.ckpt" > /dev/null 2>&1
 check "average without inputs exits 2" test $? -eq 2
+"$PROJMT" average --out "" "$TMP/m.ckpt" > /dev/null 2> "$TMP/empty.txt"
+check "average --out \"\" exits 2" test $? -eq 2
+check "the empty --out is named" grep -q -- "--out" "$TMP/empty.txt"
+"$PROJMT" export --model "$TMP/m.ckpt" --out " $TMP/x" > /dev/null 2>&1
+check "export --out with a leading space exits 2" test $? -eq 2
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "core/path.h"
 #include "model/average.h"
 
 enum { OPT_OUT, OPT_LAST, OPT_DIR, N_AVERAGE_OPTIONS };
@@ -55,6 +56,17 @@ static int newest_steps(const char *dir, int n, char ***paths, int *count) {
     return 0;
 }
 
+/* --out, --dir and every checkpoint name are usable names (core/path.h);
+ * 0, or -1 after printing why not. */
+static int check_paths(const char *const *values, char *const *files, int n_files) {
+    char err[2048];
+    int rc = pmt_path_check("--out", values[OPT_OUT], 0, err, sizeof err);
+    if (rc == 0 && values[OPT_DIR]) rc = pmt_path_check("--dir", values[OPT_DIR], 0, err, sizeof err);
+    for (int i = 0; rc == 0 && i < n_files; i++) rc = pmt_path_check("checkpoint", files[i], 0, err, sizeof err);
+    if (rc != 0) fprintf(stderr, "projmt average: %s\n", err);
+    return rc;
+}
+
 /* Every option but these is followed by its value. */
 static int option_without_value(const char *arg) {
     return !strcmp(arg, "--help") || !strcmp(arg, "-h") || !strcmp(arg, "--dump-config") || strchr(arg, '=');
@@ -86,6 +98,8 @@ int cmd_average(int argc, char **argv) {
         if (!values[OPT_OUT] || (values[OPT_LAST] ? !values[OPT_DIR] || n_files : n_files == 0)) {
             fprintf(stderr, "projmt average: give --out FILE and either checkpoints or --last N --dir SAVE_DIR "
                     "(see --help)\n");
+            status = 2;
+        } else if (check_paths(values, files, n_files) != 0) {
             status = 2;
         } else if (values[OPT_LAST]) {
             int last = atoi(values[OPT_LAST]);

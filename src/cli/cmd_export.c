@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "cli/commands.h"
+#include "core/path.h"
 #include "model/checkpoint.h"
 #include "model/model_file.h"
 
@@ -42,6 +43,11 @@ int cmd_export(int argc, char **argv) {
     pmt_weight_type weights = PMT_WEIGHTS_INT8;
     if (!values[OPT_MODEL] || !values[OPT_OUT]) {
         fprintf(stderr, "projmt export: --model CKPT and --out FILE are required (see --help)\n");
+        return 2;
+    }
+    if (pmt_path_check("--model", values[OPT_MODEL], 0, err, sizeof err) != 0 ||
+        pmt_path_check("--out", values[OPT_OUT], 0, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt export: %s\n", err);
         return 2;
     }
     if (values[OPT_WEIGHTS] && pmt_weight_type_parse(values[OPT_WEIGHTS], &weights) != 0) {
