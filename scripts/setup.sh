@@ -11,7 +11,7 @@
 #                                   fixtures (tests/reference/make_fixture.py)
 set -euo pipefail
 
-required=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev zlib1g-dev
+required=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libdnnl-dev zlib1g-dev
           libsentencepiece-dev sentencepiece libinih-dev libedit-dev libmicrohttpd-dev libjansson-dev)
 fuzz=(clang-14 libclang-rt-14-dev libomp-14-dev)
 sacrebleu_deps=(python3-regex python3-tabulate python3-portalocker python3-colorama python3-lxml)

@@ -21,6 +21,7 @@
 
 #include "nn/ops.h"
 #include "nn/ops_internal.h"
+#include "nn/profile.h"
 #include "core/rng.h"
 
 /* ------------------------------------------------------------------ */
@@ -458,15 +459,21 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
         linear_forward(a->q, a->ln, p->wq, p->bq, Nq, C, C);
         linear_forward(a->k, mem, p->wk, p->bk, Nk, C, C);
         linear_forward(a->v, mem, p->wv, p->bv, Nk, C, C);
+        const double t0 = pmt_profile_begin();
         attention_forward(a->att, a->probs, a->q, a->k, a->v, io->klen, io->causal,
                           io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
+        pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     } else if (!pmt_model_uses_poolattn(&m->cfg)) {
+        const double t0 = pmt_profile_begin();
         projattn_forward(a->att, a->probs, a->ln, mem, site_log_sigma(m, p), io->klen, io->causal,
                          io->B, io->Tq, io->Tk, C, NH);
+        pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     } else {
+        const double t0 = pmt_profile_begin();
         const poolattn_params pp = site_pool_params(m, p);
         poolattn_forward(a->att, a->probs, a->ln, mem, &pp, io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH,
                          m->act->pool_scratch, m->act->pool_scratch_floats);
+        pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     }
     linear_forward(a->sub, a->att, p->wo, p->bo, Nq, C, C);
 }
@@ -607,8 +614,10 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
         zero(A->d_q, (size_t)Nq * C);
         zero(A->d_k, (size_t)Nk * C);
         zero(A->d_v, (size_t)Nk * C);
+        const double t0 = pmt_profile_begin();
         attention_backward(A->d_q, A->d_k, A->d_v, A->d_att, a->probs, a->q, a->k, a->v, io->klen, io->causal,
                            io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
+        pmt_profile_end(PMT_PHASE_ATTENTION, t0);
         float *d_mem = io->memory ? d_memory : A->d_ln;
         linear_backward_set(A->d_ln, grad_of(m, p->wq), grad_of(m, p->bq), A->d_q, a->ln, p->wq, Nq, C, C);
         linear_backward(d_mem, grad_of(m, p->wk), grad_of(m, p->bk), A->d_k, mem, p->wk, Nk, C, C);
@@ -616,6 +625,7 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
     } else {
         zero(A->d_ln, (size_t)Nq * C);
         float *d_mem = io->memory ? d_memory : A->d_ln;   /* q = k (= v) in self-attention */
+        const double t0 = pmt_profile_begin();
         if (!pmt_model_uses_poolattn(&m->cfg)) {
             projattn_backward(A->d_ln, d_mem, grad_of(m, p->log_sigma), A->d_att, a->probs, a->ln, mem,
                               site_log_sigma(m, p), io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH);
@@ -625,6 +635,7 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
             poolattn_backward(A->d_ln, d_mem, &pg, A->d_att, a->probs, a->ln, mem, &pp, io->klen, io->causal,
                               io->B, io->Tq, io->Tk, C, NH, A->pool_scratch, A->pool_scratch_floats);
         }
+        pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     }
 }
 

@@ -8,13 +8,13 @@
  *     embedding scatter) are parallel over COLUMN blocks instead: each
  *     gradient element is then summed by one thread in row order, so results
  *     are race-free and bit-identical for any thread count.
- *   - GEMMs go to OpenBLAS (OpenMP build, sharing our thread pool); backward
+ *   - GEMMs go through nn/gemm.h (oneDNN or OpenBLAS, on our thread pool); backward
  *     calls use beta = 1 so gradients accumulate as ops.h requires.
  */
 #include "nn/ops.h"
 #include "nn/ops_internal.h"
+#include "nn/gemm.h"
 
-#include <cblas.h>
 #include <math.h>
 
 /* ---- embedding ---- */
@@ -157,8 +157,7 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OUT, b, sizeof(float) * OUT);
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN,
-                1.0f, inp, IN, w, IN, beta, out, OUT);
+    pmt_sgemm(0, 1, N, OUT, IN, 1.0f, inp, IN, w, IN, beta, out, OUT);
 }
 
 /* dinp [N, IN] = dinp_beta · dinp + dout · w; dw [OUT, IN] += doutᵀ · inp;
@@ -172,10 +171,8 @@ static void linear_backward_beta(float *dinp, float *dw, float *db, const float 
         return;
     }
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT,
-                    1.0f, dout, OUT, w, IN, dinp_beta, dinp, IN);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N,
-                1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
+        pmt_sgemm(0, 0, N, IN, OUT, 1.0f, dout, OUT, w, IN, dinp_beta, dinp, IN);
+    pmt_sgemm(1, 0, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
     if (!db) return;
     const int nblk = (OUT + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
 #pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
