@@ -53,8 +53,16 @@ struct pmt_model_activations {
     layer_act *enc, *dec;
     float *enc_out, *enc_mean, *enc_rstd;   /* final encoder LN [B*S, C] */
     float *dec_out, *dec_mean, *dec_rstd;   /* final decoder LN [B*T, C] */
-    float *logits;                     /* [B*T, V]: logits, then probs, then dlogits */
-    float *loss_rows;                  /* [B*T] */
+    /* The vocabulary projection runs only over the Nc counted (non-pad)
+     * target rows: padding rows have no loss and no gradient, so their
+     * [V]-wide logits would be wasted work in the largest GEMM and in the
+     * cross-entropy. */
+    float *logit_in;                   /* [Nc, C] final decoder LN rows of counted targets */
+    int32_t *logit_row;                /* [Nc] their row in [B*T] */
+    int32_t *logit_tgt;                /* [Nc] their targets */
+    int logit_rows;                    /* Nc of the last forward pass */
+    float *logits;                     /* [Nc, V]: logits, then probs, then dlogits */
+    float *loss_rows;                  /* [Nc] */
 
     /* backward scratch */
     float *d_enc_stream, *d_dec_stream;    /* residual-stream gradients [rows, C] */
@@ -268,6 +276,9 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->dec_out = carve(ab, rows * C);
     A->dec_mean = carve(ab, rows);
     A->dec_rstd = carve(ab, rows);
+    A->logit_in = carve(ab, rows * C);
+    A->logit_row = (int32_t *)carve(ab, rows);   /* int32 and float have the same size */
+    A->logit_tgt = (int32_t *)carve(ab, rows);
     A->logits = carve(ab, rows * (size_t)V);
     A->loss_rows = carve(ab, rows);
     A->nll_rows = carve(ab, rows);
@@ -394,8 +405,25 @@ void pmt_model_init_params(pmt_model *m, uint64_t seed) {
     }
 }
 
+/* Counted rows are copied from the forward pass; padding rows, which the
+ * forward pass skips, are computed here from the final decoder LN output
+ * (this is for tests and inspection, not for training). */
 void pmt_model_output_probs(const pmt_model *m, float *out) {
-    memcpy(out, m->act->logits, (size_t)m->act->B * m->act->T * m->V * sizeof(float));
+    const pmt_model_activations *A = m->act;
+    const size_t V = (size_t)m->V;
+    const int N = A->B * A->T;
+    for (int i = 0, c = 0; i < N; i++) {
+        float *row = out + (size_t)i * V;
+        if (c < A->logit_rows && A->logit_row[c] == i) {
+            memcpy(row, A->logits + (size_t)c * V, V * sizeof(float));
+            c++;
+        } else {
+            const int32_t pad = PMT_PAD_ID;
+            float unused_loss;
+            linear_forward(row, A->dec_out + (size_t)i * m->C, m->wte, NULL, 1, m->C, m->V);
+            crossentropy_forward(&unused_loss, row, row, &pad, 1, m->V, 0.0f, PMT_PAD_ID, NULL);
+        }
+    }
 }
 
 const float *pmt_model_attention_weights(const pmt_model *m, int site, int layer) {
@@ -572,19 +600,28 @@ double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t d
     A->dropout_seed = dropout_seed;
     encoder_forward(m, b->src, b->src_len, b->B, b->S);
     decoder_forward(m, b);
-    const int N = b->B * b->T;
-    linear_forward(A->logits, A->dec_out, m->wte, NULL, N, m->C, m->V);
+    const int N = b->B * b->T, C = m->C;
+    /* Gather the counted rows (row order kept, so sums run as before). */
+    int Nc = 0;
+    for (int i = 0; i < N; i++)
+        if (b->tgt_out[i] != PMT_PAD_ID) {
+            A->logit_row[Nc] = i;
+            A->logit_tgt[Nc] = b->tgt_out[i];
+            Nc++;
+        }
+    A->logit_rows = Nc;
+#pragma omp parallel for schedule(static) if ((long)Nc * C > OPS_PAR_MIN)
+    for (int i = 0; i < Nc; i++)
+        memcpy(A->logit_in + (size_t)i * C, A->dec_out + (size_t)A->logit_row[i] * C, sizeof(float) * C);
+    linear_forward(A->logits, A->logit_in, m->wte, NULL, Nc, C, m->V);
     int correct = 0;
-    int counted = crossentropy_forward(A->loss_rows, A->logits, A->logits, b->tgt_out, N, m->V,
+    int counted = crossentropy_forward(A->loss_rows, A->logits, A->logits, A->logit_tgt, Nc, m->V,
                                        (float)m->cfg.label_smoothing, PMT_PAD_ID, &correct);
     double loss_sum = 0, nll_sum = 0;
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < Nc; i++) {
         loss_sum += A->loss_rows[i];
-        int32_t y = b->tgt_out[i];
-        if (y != PMT_PAD_ID) {
-            double p = A->logits[(size_t)i * m->V + y];
-            nll_sum += -log(p > 1e-30 ? p : 1e-30);
-        }
+        double p = A->logits[(size_t)i * m->V + A->logit_tgt[i]];
+        nll_sum += -log(p > 1e-30 ? p : 1e-30);
     }
     if (stats) {
         stats->loss_sum = loss_sum;
@@ -684,9 +721,16 @@ static void embed_backward(pmt_model *m, const float *d_stream, const float *mas
 void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominator) {
     pmt_model_activations *A = m->act;
     const int C = m->C, Nt = b->B * b->T, Ns = b->B * b->S;
-    crossentropy_backward(A->logits, A->logits, b->tgt_out, Nt, m->V, (float)m->cfg.label_smoothing,
+    const int Nc = A->logit_rows;
+    crossentropy_backward(A->logits, A->logits, A->logit_tgt, Nc, m->V, (float)m->cfg.label_smoothing,
                           PMT_PAD_ID, (float)(1.0 / loss_denominator));
-    linear_backward_set(A->d_dec_out, grad_of(m, m->wte), NULL, A->logits, A->dec_out, m->wte, Nt, C, m->V);
+    /* d(counted rows) into d_sub (free until the first block's backward),
+     * then scattered: padding rows of d_dec_out get exact zeros. */
+    linear_backward_set(A->d_sub, grad_of(m, m->wte), NULL, A->logits, A->logit_in, m->wte, Nc, C, m->V);
+    zero(A->d_dec_out, (size_t)Nt * C);
+#pragma omp parallel for schedule(static) if ((long)Nc * C > OPS_PAR_MIN)
+    for (int i = 0; i < Nc; i++)
+        memcpy(A->d_dec_out + (size_t)A->logit_row[i] * C, A->d_sub + (size_t)i * C, sizeof(float) * C);
 
     /* decoder */
     int L = m->cfg.dec_layers;
