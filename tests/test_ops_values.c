@@ -156,6 +156,58 @@ static void test_dropout_values(void) {
 }
 
 /* Attention probabilities against a double-precision masked softmax. */
+/* The regenerated-mask kernels equal the stored-mask ones bit for bit:
+ * out = a + sub ⊙ mask, x ⊙ mask, and dout ⊙ mask in backward — the same
+ * mask, so the model's forward and backward agree without storing it. */
+static void test_dropout_regenerated(void) {
+    const size_t n = 100003;
+    const float p = 0.25f;
+    float *mask = tu_alloc(n), *a = tu_alloc(n), *sub = tu_alloc(n), *want = tu_alloc(n), *got = tu_alloc(n);
+    tu_fill(a, n, -1, 1);
+    tu_fill(sub, n, -1, 1);
+    dropout_mask_fill(mask, n, p, 11, 5);
+    for (size_t i = 0; i < n; i++) want[i] = a[i] + sub[i] * mask[i];
+    dropout_residual_forward(got, a, sub, n, p, 11, 5);
+    CHECK(memcmp(want, got, n * sizeof(float)) == 0);
+    memcpy(got, sub, n * sizeof(float));
+    dropout_residual_forward(got, a, got, n, p, 11, 5);   /* in place, as the model calls it */
+    CHECK(memcmp(want, got, n * sizeof(float)) == 0);
+    for (size_t i = 0; i < n; i++) want[i] = sub[i] * mask[i];
+    memcpy(got, sub, n * sizeof(float));
+    dropout_inplace_forward(got, n, p, 11, 5);
+    CHECK(memcmp(want, got, n * sizeof(float)) == 0);
+    dropout_regen_backward_set(got, sub, n, p, 11, 5);
+    CHECK(memcmp(want, got, n * sizeof(float)) == 0);
+    dropout_residual_forward(got, a, sub, n, 0.0f, 11, 5);   /* p = 0: plain residual */
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += got[i] != a[i] + sub[i];
+    CHECK(bad == 0);
+    free(mask); free(a); free(sub); free(want); free(got);
+}
+
+/* The fused bias + ReLU GEMM against linear_forward then relu_forward. */
+static void test_linear_relu(void) {
+    enum { N = 37, IN = 48, OUT = 70 };
+    float *x = tu_alloc(N * IN), *w = tu_alloc(OUT * IN), *b = tu_alloc(OUT), *want = tu_alloc(N * OUT),
+          *got = tu_alloc(N * OUT);
+    tu_fill(x, N * IN, -1, 1);
+    tu_fill(w, OUT * IN, -0.5, 0.5);
+    tu_fill(b, OUT, -1, 1);
+    linear_forward(want, x, w, b, N, IN, OUT);
+    relu_forward(want, want, N * OUT);
+    linear_relu_forward(got, x, w, b, N, IN, OUT);
+    double err = 0;
+    size_t zeros = 0, zero_mismatch = 0;
+    for (int i = 0; i < N * OUT; i++) {
+        err = fmax(err, fabs(want[i] - got[i]));
+        zeros += want[i] == 0.0f;
+        zero_mismatch += (want[i] == 0.0f) != (got[i] == 0.0f) && fabs(want[i] - got[i]) > 1e-6;
+    }
+    CHECK_MSG(err < 1e-5, "linear_relu_forward differs by %.3g", err);
+    CHECK(zeros > N * OUT / 5 && zero_mismatch == 0);
+    free(x); free(w); free(b); free(want); free(got);
+}
+
 static void test_attention_reference(void) {
     enum { B = 2, T = 4, S = 6, C = 32, NH = 2, HS = C / NH };
     const int32_t klen[B] = {6, 3};
@@ -323,6 +375,8 @@ int main(void) {
     test_layernorm_values();
     test_linear_values();
     test_dropout_values();
+    test_dropout_regenerated();
+    test_linear_relu();
     test_attention_reference();
     test_projattn_equals_attention();
     test_crossentropy_values();

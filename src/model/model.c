@@ -35,9 +35,10 @@ typedef struct block_act {
     float *att;                /* heads concatenated, before W_O [N, C] */
     float *probs;              /* [B, NH, Tq, Tk] */
     float *h;                  /* FFN hidden after ReLU [N, F] */
-    float *sub;                /* sublayer output after dropout [N, C] */
-    float *mask;               /* dropout mask [N, C] */
-    float *out;                /* x_in + sub [N, C] */
+    float *out;                /* x_in + dropout(sublayer) [N, C]; the sublayer output is
+                                  written here first and the fused dropout + residual
+                                  pass updates it in place (no mask is stored: backward
+                                  regenerates it from the counter-based stream) */
 } block_act;
 
 typedef struct layer_act {
@@ -48,8 +49,8 @@ struct pmt_model_activations {
     float *arena;              /* one allocation; everything below points into it */
     size_t arena_floats;
 
-    float *enc_x0, *enc_mask0;         /* embedded source [B*S, C] and its dropout mask */
-    float *dec_x0, *dec_mask0;         /* embedded target [B*T, C] */
+    float *enc_x0;                     /* embedded source after dropout [B*S, C] */
+    float *dec_x0;                     /* embedded target after dropout [B*T, C] */
     layer_act *enc, *dec;
     float *enc_out, *enc_mean, *enc_rstd;   /* final encoder LN [B*S, C] */
     float *dec_out, *dec_mean, *dec_rstd;   /* final decoder LN [B*T, C] */
@@ -249,8 +250,6 @@ static void carve_block(arena_builder *ab, block_act *a, int is_attention, int k
     } else {
         a->h = carve(ab, rows * F);
     }
-    a->sub = carve(ab, rows * C);
-    a->mask = carve(ab, rows * C);
     a->out = carve(ab, rows * C);
 }
 
@@ -258,9 +257,7 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
                               int V, size_t rows, size_t probs, int max_len) {
     const int C = cfg->d_model, F = cfg->d_ff, NH = cfg->n_heads;
     A->enc_x0 = carve(ab, rows * C);
-    A->enc_mask0 = carve(ab, rows * C);
     A->dec_x0 = carve(ab, rows * C);
-    A->dec_mask0 = carve(ab, rows * C);
     for (int l = 0; l < cfg->enc_layers; l++) {
         carve_block(ab, &A->enc[l].self, 1, cfg->site_kind[PMT_SITE_ENC_SELF], 0, rows, rows, probs, C, F);
         carve_block(ab, &A->enc[l].ffn, 0, 0, 0, rows, rows, probs, C, F);
@@ -503,13 +500,17 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
                          m->act->pool_scratch, m->act->pool_scratch_floats);
         pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     }
-    linear_forward(a->sub, a->att, p->wo, p->bo, Nq, C, C);
+    linear_forward(a->out, a->att, p->wo, p->bo, Nq, C, C);
 }
 
 static void ffn_sublayer_forward(pmt_model *m, const pmt_ffn_params *p, block_act *a, int N) {
-    linear_forward(a->h, a->ln, p->w1, p->b1, N, m->C, m->F);
-    relu_forward(a->h, a->h, (size_t)N * m->F);
-    linear_forward(a->sub, a->h, p->w2, p->b2, N, m->F, m->C);
+    linear_relu_forward(a->h, a->ln, p->w1, p->b1, N, m->C, m->F);
+    linear_forward(a->out, a->h, p->w2, p->b2, N, m->F, m->C);
+}
+
+/* The dropout probability of this pass: 0 unless training. */
+static float dropout_p(const pmt_model *m) {
+    return m->act->train && m->cfg.dropout > 0 ? (float)m->cfg.dropout : 0.0f;
 }
 
 /* x_out = x_in + dropout(sublayer(LN(x_in))). attn is NULL for an FFN block. */
@@ -520,23 +521,14 @@ static void block_forward(pmt_model *m, const pmt_attn_params *attn, const pmt_f
     layernorm_forward(a->ln, a->mean, a->rstd, x_in, ln_w, ln_b, N, C);
     if (attn) attention_sublayer_forward(m, attn, a, io);
     else ffn_sublayer_forward(m, ffn, a, N);
-    size_t n = (size_t)N * C;
-    if (m->act->train && m->cfg.dropout > 0) {
-        dropout_mask_fill(a->mask, n, (float)m->cfg.dropout, m->act->dropout_seed, io->dropout_stream);
-        dropout_forward(a->sub, a->sub, a->mask, n);
-    }
-    residual_forward(a->out, x_in, a->sub, n);
+    dropout_residual_forward(a->out, x_in, a->out, (size_t)N * C, dropout_p(m), m->act->dropout_seed,
+                             io->dropout_stream);
 }
 
 /* Embedding with sqrt(C) scale, sinusoidal positions and dropout. */
-static void embed_forward(pmt_model *m, float *x0, float *mask, const int32_t *ids, int B, int T,
-                          uint64_t stream) {
+static void embed_forward(pmt_model *m, float *x0, const int32_t *ids, int B, int T, uint64_t stream) {
     embedding_forward(x0, ids, m->wte, m->pos, B, T, m->C, (float)sqrt((double)m->C));
-    size_t n = (size_t)B * T * m->C;
-    if (m->act->train && m->cfg.dropout > 0) {
-        dropout_mask_fill(mask, n, (float)m->cfg.dropout, m->act->dropout_seed, stream);
-        dropout_forward(x0, x0, mask, n);
-    }
+    dropout_inplace_forward(x0, (size_t)B * T * m->C, dropout_p(m), m->act->dropout_seed, stream);
 }
 
 /* Dropout streams: a distinct id per dropout site so masks are independent. */
@@ -547,7 +539,7 @@ static uint64_t block_stream(int decoder, int layer, int block) {
 
 static void encoder_forward(pmt_model *m, const int32_t *src, const int32_t *src_len, int B, int S) {
     pmt_model_activations *A = m->act;
-    embed_forward(m, A->enc_x0, A->enc_mask0, src, B, S, STREAM_ENC_EMB);
+    embed_forward(m, A->enc_x0, src, B, S, STREAM_ENC_EMB);
     const float *x = A->enc_x0;
     for (int l = 0; l < m->cfg.enc_layers; l++) {
         block_io io = {B, S, S, NULL, src_len, 0, m->cfg.site_kind[PMT_SITE_ENC_SELF], block_stream(0, l, 0)};
@@ -561,7 +553,7 @@ static void encoder_forward(pmt_model *m, const int32_t *src, const int32_t *src
 
 static void decoder_forward(pmt_model *m, const pmt_batch *b) {
     pmt_model_activations *A = m->act;
-    embed_forward(m, A->dec_x0, A->dec_mask0, b->tgt_in, b->B, b->T, STREAM_DEC_EMB);
+    embed_forward(m, A->dec_x0, b->tgt_in, b->B, b->T, STREAM_DEC_EMB);
     const float *x = A->dec_x0;
     for (int l = 0; l < m->cfg.dec_layers; l++) {
         block_io self = {b->B, b->T, b->T, NULL, b->tgt_len, 1, m->cfg.site_kind[PMT_SITE_DEC_SELF], block_stream(1, l, 0)};
@@ -696,8 +688,8 @@ static void block_backward(pmt_model *m, const pmt_attn_params *attn, const pmt_
     /* d(sublayer output): through the dropout mask, or d_stream itself (it
      * is only read before layernorm_backward updates it). */
     const float *d_sub = d_stream;
-    if (A->train && m->cfg.dropout > 0) {
-        dropout_backward_set(A->d_sub, d_stream, a->mask, n);
+    if (dropout_p(m) > 0) {
+        dropout_regen_backward_set(A->d_sub, d_stream, n, dropout_p(m), A->dropout_seed, io->dropout_stream);
         d_sub = A->d_sub;
     }
     if (attn) attention_sublayer_backward(m, attn, a, io, d_sub, d_memory);
@@ -707,12 +699,12 @@ static void block_backward(pmt_model *m, const pmt_attn_params *attn, const pmt_
                        x_in, ln_w, a->mean, a->rstd, N, C);
 }
 
-static void embed_backward(pmt_model *m, const float *d_stream, const float *mask, const int32_t *ids,
-                           int B, int T) {
+static void embed_backward(pmt_model *m, const float *d_stream, const int32_t *ids, int B, int T,
+                           uint64_t stream) {
     size_t n = (size_t)B * T * m->C;
     const float *d_emb = d_stream;
-    if (m->act->train && m->cfg.dropout > 0) {
-        dropout_backward_set(m->act->d_sub, d_stream, mask, n);
+    if (dropout_p(m) > 0) {
+        dropout_regen_backward_set(m->act->d_sub, d_stream, n, dropout_p(m), m->act->dropout_seed, stream);
         d_emb = m->act->d_sub;
     }
     embedding_backward(grad_of(m, m->wte), d_emb, ids, B, T, m->C, (float)sqrt((double)m->C));
@@ -741,15 +733,17 @@ void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominato
     zero(A->d_enc_out, (size_t)Ns * C);
     for (int l = L - 1; l >= 0; l--) {
         const float *x_in = l > 0 ? A->dec[l - 1].ffn.out : A->dec_x0;
-        block_io ffn = {b->B, b->T, b->T, NULL, NULL, 0, 0, 0};
+        block_io ffn = {b->B, b->T, b->T, NULL, NULL, 0, 0, block_stream(1, l, 2)};
         block_backward(m, NULL, &m->dec[l].ffn, &A->dec[l].ffn, A->dec[l].cross.out, &ffn, A->d_dec_stream, NULL);
-        block_io cross = {b->B, b->T, b->S, A->enc_out, b->src_len, 0, m->cfg.site_kind[PMT_SITE_DEC_CROSS], 0};
+        block_io cross = {b->B, b->T, b->S, A->enc_out, b->src_len, 0, m->cfg.site_kind[PMT_SITE_DEC_CROSS],
+                          block_stream(1, l, 1)};
         block_backward(m, &m->dec[l].cross, NULL, &A->dec[l].cross, A->dec[l].self.out, &cross, A->d_dec_stream,
                        A->d_enc_out);
-        block_io self = {b->B, b->T, b->T, NULL, b->tgt_len, 1, m->cfg.site_kind[PMT_SITE_DEC_SELF], 0};
+        block_io self = {b->B, b->T, b->T, NULL, b->tgt_len, 1, m->cfg.site_kind[PMT_SITE_DEC_SELF],
+                         block_stream(1, l, 0)};
         block_backward(m, &m->dec[l].self, NULL, &A->dec[l].self, x_in, &self, A->d_dec_stream, NULL);
     }
-    embed_backward(m, A->d_dec_stream, A->dec_mask0, b->tgt_in, b->B, b->T);
+    embed_backward(m, A->d_dec_stream, b->tgt_in, b->B, b->T, STREAM_DEC_EMB);
 
     /* encoder */
     L = m->cfg.enc_layers;
@@ -759,9 +753,11 @@ void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominato
                        enc_last, m->enc_ln_w, A->enc_mean, A->enc_rstd, Ns, C);
     for (int l = L - 1; l >= 0; l--) {
         const float *x_in = l > 0 ? A->enc[l - 1].ffn.out : A->enc_x0;
-        block_io io = {b->B, b->S, b->S, NULL, b->src_len, 0, m->cfg.site_kind[PMT_SITE_ENC_SELF], 0};
+        block_io io = {b->B, b->S, b->S, NULL, b->src_len, 0, m->cfg.site_kind[PMT_SITE_ENC_SELF],
+                       block_stream(0, l, 1)};
         block_backward(m, NULL, &m->enc[l].ffn, &A->enc[l].ffn, A->enc[l].self.out, &io, A->d_enc_stream, NULL);
+        io.dropout_stream = block_stream(0, l, 0);
         block_backward(m, &m->enc[l].self, NULL, &A->enc[l].self, x_in, &io, A->d_enc_stream, NULL);
     }
-    embed_backward(m, A->d_enc_stream, A->enc_mask0, b->src, b->B, b->S);
+    embed_backward(m, A->d_enc_stream, b->src, b->B, b->S, STREAM_ENC_EMB);
 }

@@ -51,6 +51,12 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
 void linear_backward(float *dinp, float *dw, float *db, const float *dout,
                      const float *inp, const float *w, int N, int IN, int OUT);
 
+/* ---- linear + bias + ReLU fused: out [N, OUT] = max(inp · wᵀ + b, 0) ----
+ * b [OUT] required. linear_forward then relu_forward up to fp32 rounding
+ * (a BLAS may accumulate the product onto the preloaded bias there).
+ * Backward: relu_backward_inplace, then linear_backward(_set). */
+void linear_relu_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT);
+
 /* ---- relu: out = max(inp, 0), n elements; backward uses the saved output ---- */
 void relu_forward(float *out, const float *inp, size_t n);
 void relu_backward(float *dinp, const float *dout, const float *out, size_t n);
@@ -66,6 +72,19 @@ void residual_backward(float *da, float *db, const float *dout, size_t n);
 void dropout_mask_fill(float *mask, size_t n, float p, uint64_t seed, uint64_t stream);
 void dropout_forward(float *out, const float *inp, const float *mask, size_t n);
 void dropout_backward(float *dinp, const float *dout, const float *mask, size_t n);
+
+/* ---- dropout with a regenerated mask (the model's training path) ----
+ * The mask of dropout_mask_fill(p, seed, stream) is recomputed per element
+ * from the counter-based stream instead of being stored: no [N, C] mask
+ * buffer per site, and the forward dropout is fused with the residual add.
+ * dropout_residual_forward: out = a + sub ⊙ mask (out may alias a or sub;
+ * p <= 0: out = a + sub). dropout_inplace_forward: x = x ⊙ mask.
+ * dropout_regen_backward_set: dinp = dout ⊙ mask (SET, see below). */
+void dropout_residual_forward(float *out, const float *a, const float *sub, size_t n, float p,
+                              uint64_t seed, uint64_t stream);
+void dropout_inplace_forward(float *x, size_t n, float p, uint64_t seed, uint64_t stream);
+void dropout_regen_backward_set(float *dinp, const float *dout, size_t n, float p, uint64_t seed,
+                                uint64_t stream);
 
 /* ---- attention masks ----
  * Key j of sentence b is visible to query t iff j < klen[b] and (!causal || j <= t).

@@ -160,6 +160,23 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
     pmt_sgemm(0, 1, N, OUT, IN, 1.0f, inp, IN, w, IN, beta, out, OUT);
 }
 
+/* out [N, OUT] = max(inp · wᵀ + b, 0): the GEMM writes (beta = 0) and one
+ * pass adds the bias and applies the ReLU, instead of a bias broadcast
+ * before the GEMM and a ReLU pass after it (two passes over [N, OUT]). */
+void linear_relu_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT) {
+    if (N <= 0 || OUT <= 0) return;
+    pmt_sgemm(0, 1, N, OUT, IN, 1.0f, inp, IN, w, IN, 0.0f, out, OUT);
+#pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * OUT;
+#pragma omp simd
+        for (int j = 0; j < OUT; j++) {
+            const float x = o[j] + b[j];
+            o[j] = x > 0.0f ? x : 0.0f;
+        }
+    }
+}
+
 /* dinp [N, IN] = dinp_beta · dinp + dout · w; dw [OUT, IN] += doutᵀ · inp;
  * db [OUT] += Σ_n dout. dinp_beta is 1 (accumulate, ops.h) or 0 (set). */
 static void linear_backward_beta(float *dinp, float *dw, float *db, const float *dout,
@@ -248,20 +265,62 @@ static inline uint64_t mix64(uint64_t x) {
 
 /* Counter-based: mask[i] is a pure function of (seed, stream, i) — element
  * i of the splitmix64 sequence keyed by (seed, stream) — so the mask is the
- * same for any thread count and any chunking, and a resumed run can
- * regenerate it. The top 24 bits are compared with p·2^24 in integers. */
-void dropout_mask_fill(float *mask, size_t n, float p, uint64_t seed, uint64_t stream) {
-    const uint64_t key = mix64(seed + GOLDEN_GAMMA * (mix64(stream + GOLDEN_GAMMA) | 1u));
-    uint64_t thr;
+ * same for any thread count and any chunking, and a resumed run (or the
+ * backward pass) can regenerate it instead of storing it. The top 24 bits
+ * are compared with p·2^24 in integers. */
+typedef struct dropout_stream_t {
+    uint64_t key, thr;
     float keep;
-    if (!(p > 0.0f)) { thr = 0; keep = 1.0f; }
-    else if (p >= 1.0f) { thr = 1ull << 24; keep = 0.0f; }
-    else { thr = (uint64_t)((double)p * 16777216.0); keep = (float)(1.0 / (1.0 - (double)p)); }
+} dropout_stream_t;
+
+static dropout_stream_t dropout_stream_init(float p, uint64_t seed, uint64_t stream) {
+    dropout_stream_t d;
+    d.key = mix64(seed + GOLDEN_GAMMA * (mix64(stream + GOLDEN_GAMMA) | 1u));
+    if (!(p > 0.0f)) { d.thr = 0; d.keep = 1.0f; }
+    else if (p >= 1.0f) { d.thr = 1ull << 24; d.keep = 0.0f; }
+    else { d.thr = (uint64_t)((double)p * 16777216.0); d.keep = (float)(1.0 / (1.0 - (double)p)); }
+    return d;
+}
+
+/* mask[i]: 0 or 1/(1-p). */
+static inline float dropout_mask_at(const dropout_stream_t *d, size_t i) {
+    const uint64_t u = mix64(d->key + GOLDEN_GAMMA * (uint64_t)(i + 1)) >> 40;
+    return u < d->thr ? 0.0f : d->keep;
+}
+
+void dropout_mask_fill(float *mask, size_t n, float p, uint64_t seed, uint64_t stream) {
+    const dropout_stream_t d = dropout_stream_init(p, seed, stream);
 #pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        const uint64_t u = mix64(key + GOLDEN_GAMMA * (uint64_t)(i + 1)) >> 40;
-        mask[i] = u < thr ? 0.0f : keep;
+    for (size_t i = 0; i < n; i++) mask[i] = dropout_mask_at(&d, i);
+}
+
+/* out = a + sub ⊙ mask in one pass, the mask regenerated (never stored);
+ * out may alias a or sub. p <= 0 is a plain residual add. */
+void dropout_residual_forward(float *out, const float *a, const float *sub, size_t n, float p,
+                              uint64_t seed, uint64_t stream) {
+    if (!(p > 0.0f)) {
+        residual_forward(out, a, sub, n);
+        return;
     }
+    const dropout_stream_t d = dropout_stream_init(p, seed, stream);
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + sub[i] * dropout_mask_at(&d, i);
+}
+
+/* x = x ⊙ mask in place, the mask regenerated (the embedding dropout). */
+void dropout_inplace_forward(float *x, size_t n, float p, uint64_t seed, uint64_t stream) {
+    if (!(p > 0.0f)) return;
+    const dropout_stream_t d = dropout_stream_init(p, seed, stream);
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] *= dropout_mask_at(&d, i);
+}
+
+/* dinp = dout ⊙ mask (SET), the mask of (p, seed, stream) regenerated. */
+void dropout_regen_backward_set(float *dinp, const float *dout, size_t n, float p, uint64_t seed,
+                                uint64_t stream) {
+    const dropout_stream_t d = dropout_stream_init(p, seed, stream);
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dinp[i] = dout[i] * dropout_mask_at(&d, i);
 }
 
 /* out may alias inp: the update is elementwise. */

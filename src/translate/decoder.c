@@ -210,8 +210,7 @@ static void ffn_block(pmt_decoder *d, const pmt_ffn_params *p) {
     const pmt_model *m = d->m;
     const int R = d->rows;
     layernorm_forward(d->ln, d->mean, d->rstd, d->x, p->ln_w, p->ln_b, R, m->C);
-    linear_forward(d->h, d->ln, p->w1, p->b1, R, m->C, m->F);
-    relu_forward(d->h, d->h, (size_t)R * m->F);
+    linear_relu_forward(d->h, d->ln, p->w1, p->b1, R, m->C, m->F);
     linear_forward(d->sub, d->h, p->w2, p->b2, R, m->F, m->C);
     residual_forward(d->x, d->x, d->sub, (size_t)R * m->C);
 }
