@@ -353,6 +353,9 @@ int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int
     arena_builder bind_arena = {.base = m->act->arena};
     carve_activations(&bind_arena, m->act, cfg, V, rows, probs, max_len);
     for (int h = 0; h < m->NH; h++) m->act->log_sigma_fixed[h] = pmt_model_fixed_log_sigma(cfg);
+    /* The attention kernels' per-thread scratch, sized once here for the
+     * longest sequences (the decoder's shapes are smaller). */
+    if (attention_scratch_reserve(max_len, max_len, m->HS) != 0) goto oom;
     return 0;
 oom:
     snprintf(err, errlen, "model: out of memory (vocab %d, max_rows %d, max_len %d)", V, max_rows, max_len);

@@ -91,6 +91,15 @@ void dropout_regen_backward_set(float *dinp, const float *dout, size_t n, float 
  * Masked logits are -INFINITY before a max-subtracted softmax; a row with no
  * visible key gets all-zero weights (and zero output), never NaN. */
 
+/* ---- attention scratch ----
+ * The attention kernels keep per-thread scratch (transposed operands, a
+ * [T, S] gradient block per (b, h)) in one process-wide heap buffer, not on
+ * the stack, whose size an OpenMP worker cannot grow. Reserve it once for
+ * the largest query length T, key length S and head size HS to be used
+ * (the model and the decoder do at init); a kernel called with a larger
+ * shape or more threads grows it itself. 0, or -1 when out of memory. */
+int attention_scratch_reserve(int T, int S, int HS);
+
 /* ---- standard scaled dot-product attention (per head) ----
  * out [B*T, C] = concat_h softmax(q_h k_hᵀ * scale + mask) v_h
  * probs [B, NH, T, S] saved for backward; q [B*T, C]; k, v [B*S, C]; klen [B]. */
