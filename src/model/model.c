@@ -253,23 +253,31 @@ static void carve_block(arena_builder *ab, block_act *a, int is_attention, int k
     a->out = carve(ab, rows * C);
 }
 
+/* training = 0 (inference-only models): the forward pass only, none of the
+ * backward scratch. */
 static void carve_activations(arena_builder *ab, pmt_model_activations *A, const pmt_config *cfg,
-                              int V, size_t rows, size_t probs, int max_len) {
+                              int V, size_t rows, size_t probs, int max_len, int training) {
     const int C = cfg->d_model, F = cfg->d_ff, NH = cfg->n_heads;
+    A->log_sigma_fixed = carve(ab, (size_t)NH);
+    int any_projection = 0;
+    for (int s = 0; s < PMT_SITES; s++) any_projection |= cfg->site_kind[s] == PMT_ATTN_PROJECTION;
+    A->pool_scratch_floats = any_projection && pmt_model_uses_poolattn(cfg)
+                                 ? poolattn_scratch_bound((int)rows, max_len, C, NH) : 0;
+    A->pool_scratch = A->pool_scratch_floats ? carve(ab, A->pool_scratch_floats) : NULL;
     A->enc_x0 = carve(ab, rows * C);
-    A->dec_x0 = carve(ab, rows * C);
     for (int l = 0; l < cfg->enc_layers; l++) {
         carve_block(ab, &A->enc[l].self, 1, cfg->site_kind[PMT_SITE_ENC_SELF], 0, rows, rows, probs, C, F);
         carve_block(ab, &A->enc[l].ffn, 0, 0, 0, rows, rows, probs, C, F);
     }
+    A->enc_out = carve(ab, rows * C);
+    A->enc_mean = carve(ab, rows);
+    A->enc_rstd = carve(ab, rows);
+    A->dec_x0 = carve(ab, rows * C);
     for (int l = 0; l < cfg->dec_layers; l++) {
         carve_block(ab, &A->dec[l].self, 1, cfg->site_kind[PMT_SITE_DEC_SELF], 0, rows, rows, probs, C, F);
         carve_block(ab, &A->dec[l].cross, 1, cfg->site_kind[PMT_SITE_DEC_CROSS], 1, rows, rows, probs, C, F);
         carve_block(ab, &A->dec[l].ffn, 0, 0, 0, rows, rows, probs, C, F);
     }
-    A->enc_out = carve(ab, rows * C);
-    A->enc_mean = carve(ab, rows);
-    A->enc_rstd = carve(ab, rows);
     A->dec_out = carve(ab, rows * C);
     A->dec_mean = carve(ab, rows);
     A->dec_rstd = carve(ab, rows);
@@ -279,6 +287,7 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->logits = carve(ab, rows * (size_t)V);
     A->loss_rows = carve(ab, rows);
     A->nll_rows = carve(ab, rows);
+    if (!training) return;
     A->d_enc_stream = carve(ab, rows * C);
     A->d_dec_stream = carve(ab, rows * C);
     A->d_enc_out = carve(ab, rows * C);
@@ -290,16 +299,10 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->d_att = carve(ab, rows * C);
     A->d_sub = carve(ab, rows * C);
     A->d_h = carve(ab, rows * F);
-    A->log_sigma_fixed = carve(ab, (size_t)NH);
-    int any_projection = 0;
-    for (int s = 0; s < PMT_SITES; s++) any_projection |= cfg->site_kind[s] == PMT_ATTN_PROJECTION;
-    A->pool_scratch_floats = any_projection && pmt_model_uses_poolattn(cfg)
-                                 ? poolattn_scratch_bound((int)rows, max_len, C, NH) : 0;
-    A->pool_scratch = A->pool_scratch_floats ? carve(ab, A->pool_scratch_floats) : NULL;
 }
 
-int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
-                   char *err, size_t errlen) {
+static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len, int training,
+                      char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     if (pmt_config_validate(cfg, err, errlen) != 0) return -1;
     if (V < 4 || max_rows < 1 || max_len < 1) {
@@ -330,9 +333,9 @@ int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int
     m->n_tensors = count.count;
     m->tensors = calloc((size_t)m->n_tensors, sizeof *m->tensors);
     m->params = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
-    m->grads = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
+    m->grads = training ? aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63) : NULL;
     m->pos = malloc((size_t)max_len * m->C * sizeof(float));
-    if (!m->tensors || !m->params || !m->grads || !m->pos) goto oom;
+    if (!m->tensors || !m->params || (training && !m->grads) || !m->pos) goto oom;
     table_builder bind = {.m = m, .base = m->params};
     build_tensor_table(&bind, cfg, V, m->enc, m->dec, &m->wte, enc_ln, dec_ln);
     m->enc_ln_w = enc_ln[0];
@@ -340,18 +343,18 @@ int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int
     m->dec_ln_w = dec_ln[0];
     m->dec_ln_b = dec_ln[1];
     memset(m->params, 0, m->n_params * sizeof(float));
-    memset(m->grads, 0, m->n_params * sizeof(float));
+    if (m->grads) memset(m->grads, 0, m->n_params * sizeof(float));
     positional_table_init(m->pos, max_len, m->C);
 
     size_t rows = (size_t)max_rows;
     size_t probs = (size_t)m->NH * rows * (size_t)max_len;
     arena_builder ab = {0};
-    carve_activations(&ab, m->act, cfg, V, rows, probs, max_len);
+    carve_activations(&ab, m->act, cfg, V, rows, probs, max_len, training);
     m->act->arena_floats = ab.used;
     m->act->arena = aligned_alloc(64, ab.used * sizeof(float));
     if (!m->act->arena) goto oom;
     arena_builder bind_arena = {.base = m->act->arena};
-    carve_activations(&bind_arena, m->act, cfg, V, rows, probs, max_len);
+    carve_activations(&bind_arena, m->act, cfg, V, rows, probs, max_len, training);
     for (int h = 0; h < m->NH; h++) m->act->log_sigma_fixed[h] = pmt_model_fixed_log_sigma(cfg);
     /* The attention kernels' per-thread scratch, sized once here for the
      * longest sequences (the decoder's shapes are smaller). */
@@ -362,6 +365,18 @@ oom:
     pmt_model_free(m);
     return -1;
 }
+
+int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
+                   char *err, size_t errlen) {
+    return model_init(m, cfg, V, max_rows, max_len, 1, err, errlen);
+}
+
+int pmt_model_init_inference(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
+                             char *err, size_t errlen) {
+    return model_init(m, cfg, V, max_rows, max_len, 0, err, errlen);
+}
+
+size_t pmt_model_arena_floats(const pmt_model *m) { return m->act ? m->act->arena_floats : 0; }
 
 void pmt_model_free(pmt_model *m) {
     if (m->act) {
@@ -449,7 +464,9 @@ static void zero(float *p, size_t n) {
     }
 }
 
-void pmt_model_zero_grad(pmt_model *m) { zero(m->grads, m->n_params); }
+void pmt_model_zero_grad(pmt_model *m) {
+    if (m->grads) zero(m->grads, m->n_params);
+}
 
 /* Gradient pointer of a parameter pointer (same offset in the grads buffer). */
 static inline float *grad_of(const pmt_model *m, const float *param) {
@@ -587,6 +604,10 @@ void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len, 
 
 double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t dropout_seed, pmt_stats *stats) {
     pmt_model_activations *A = m->act;
+    if (!m->grads && train) {
+        fprintf(stderr, "projmt: internal error: training forward pass on an inference-only model\n");
+        abort();
+    }
     check_batch_fits(m, b->B, b->S, b->T);
     A->B = b->B;
     A->S = b->S;
@@ -715,6 +736,10 @@ static void embed_backward(pmt_model *m, const float *d_stream, const int32_t *i
 
 void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominator) {
     pmt_model_activations *A = m->act;
+    if (!m->grads) {
+        fprintf(stderr, "projmt: internal error: backward pass on an inference-only model\n");
+        abort();
+    }
     const int C = m->C, Nt = b->B * b->T, Ns = b->B * b->S;
     const int Nc = A->logit_rows;
     crossentropy_backward(A->logits, A->logits, A->logit_tgt, Nc, m->V, (float)m->cfg.label_smoothing,
