@@ -208,6 +208,36 @@ static void test_linear_relu(void) {
     free(x); free(w); free(b); free(want); free(got);
 }
 
+/* The decoder's cache kernels with a random position → row table equal the
+ * few-queries kernels run on the cache gathered by that table, bit for bit. */
+static void test_cached_attention(void) {
+    enum { R = 6, ROWS = 9, CAP = 12, NK = 10, C = 32, NH = 4 };
+    float *kc = tu_alloc(ROWS * CAP * C), *vc = tu_alloc(ROWS * CAP * C), *q = tu_alloc(R * C);
+    float *kg = tu_alloc(R * CAP * C), *vg = tu_alloc(R * CAP * C);
+    float *o1 = tu_alloc(R * C), *o2 = tu_alloc(R * C), *p1 = tu_alloc(R * NH * CAP), *p2 = tu_alloc(R * NH * CAP);
+    float log_sigma[NH] = {0.1f, -0.2f, 0.3f, 0.0f};
+    int32_t map[NK * R], klen[R];
+    tu_fill(kc, ROWS * CAP * C, -1, 1);
+    tu_fill(vc, ROWS * CAP * C, -1, 1);
+    tu_fill(q, R * C, -1, 1);
+    memset(kg, 0, sizeof(float) * R * CAP * C);
+    memset(vg, 0, sizeof(float) * R * CAP * C);
+    for (int j = 0; j < NK; j++)
+        for (int r = 0; r < R; r++) {
+            map[j * R + r] = (r * 7 + j * 3) % ROWS;
+            memcpy(kg + ((size_t)r * CAP + j) * C, kc + ((size_t)map[j * R + r] * CAP + j) * C, sizeof(float) * C);
+            memcpy(vg + ((size_t)r * CAP + j) * C, vc + ((size_t)map[j * R + r] * CAP + j) * C, sizeof(float) * C);
+        }
+    for (int r = 0; r < R; r++) klen[r] = NK;
+    attention_forward_few_queries(o1, p1, q, kg, vg, klen, 0, R, 1, CAP, C, NH, 0.35f);
+    attention_forward_cached(o2, p2, q, kc, vc, map, R, R, NK, CAP, C, NH, 0.35f);
+    CHECK(memcmp(o1, o2, sizeof(float) * R * C) == 0 && memcmp(p1, p2, sizeof(float) * R * NH * CAP) == 0);
+    projattn_forward_few_queries(o1, p1, q, kg, log_sigma, klen, 0, R, 1, CAP, C, NH);
+    projattn_forward_cached(o2, p2, q, kc, map, R, log_sigma, R, NK, CAP, C, NH);
+    CHECK(memcmp(o1, o2, sizeof(float) * R * C) == 0 && memcmp(p1, p2, sizeof(float) * R * NH * CAP) == 0);
+    free(kc); free(vc); free(q); free(kg); free(vg); free(o1); free(o2); free(p1); free(p2);
+}
+
 static void test_attention_reference(void) {
     enum { B = 2, T = 4, S = 6, C = 32, NH = 2, HS = C / NH };
     const int32_t klen[B] = {6, 3};
@@ -377,6 +407,7 @@ int main(void) {
     test_dropout_values();
     test_dropout_regenerated();
     test_linear_relu();
+    test_cached_attention();
     test_attention_reference();
     test_projattn_equals_attention();
     test_crossentropy_values();

@@ -223,6 +223,17 @@ void projattn_forward_few_queries(float *out, float *probs, const float *q, cons
                                   const float *log_sigma, const int32_t *klen, int causal,
                                   int B, int T, int S, int C, int NH);
 
+/* ---- decoder self-attention over a cache with a position → row table ----
+ * One query per row r of q [R, C]; its keys are j = 0..nkeys-1, key j being
+ * position j of cache row map[j*ld_map + r] in kcache/vcache [rows, cap, C]
+ * (row-major: (row*cap + j)*C). probs [R, NH, cap] (positions >= nkeys 0).
+ * Same values as the few-queries kernels on a cache gathered by the table,
+ * bit for bit. projattn: values = keys, σ from log_sigma [NH]. */
+void attention_forward_cached(float *out, float *probs, const float *q, const float *kcache, const float *vcache,
+                              const int32_t *map, int ld_map, int R, int nkeys, int cap, int C, int NH, float scale);
+void projattn_forward_cached(float *out, float *probs, const float *q, const float *kcache, const int32_t *map,
+                             int ld_map, const float *log_sigma, int R, int nkeys, int cap, int C, int NH);
+
 /* ---- log-normalisers of logit rows (the decoder's search) ----
  * lse [R] = log Σ_v exp(logits[r, v]) over logits [R, V], max-subtracted, so
  * log p(v) = logit − lse exactly and without underflow. */

@@ -483,3 +483,65 @@ void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dou
         for (int h = 0; h < NH; h++)
             if (log_sigma[h] >= PMT_LOG_SIGMA_MIN && log_sigma[h] <= PMT_LOG_SIGMA_MAX) dlog_sigma[h] += (float)sig[h];
 }
+
+/* ---- decoder self-attention over a cache addressed by a row table ----
+ * One query per hypothesis row r (T = 1). Key j of row r is position j of
+ * cache row map[j·ld_map + r]: beam search reorders hypotheses by rewriting
+ * this table of ints instead of copying every cached position of every row
+ * at every step (which made a sentence's decoding quadratic in its output
+ * length in bytes moved). The arithmetic is that of the few-queries kernels
+ * above, in the same order, so both give the same bits for the same keys. */
+
+/* One (r, h): p [nkeys] scores then weights (tail to cap zeroed), out_h = Σ_j p_j val_j.
+ * kind: 0 standard (scale · q·k), 1 projection (−c (|q|² + |k|² − 2 q·k)). */
+static void cached_head(float *outh, float *p, const float *qh, const float *kcache, const float *vcache,
+                        const int32_t *map, int ld_map, int r, int nkeys, int cap, int C, int HS, int projection,
+                        float scale_or_c) {
+    const float qn = projection ? ops_dot(qh, qh, HS) : 0.0f;
+    for (int j = 0; j < nkeys; j++) {
+        const float *kj = kcache + ((size_t)map[(size_t)j * ld_map + r] * cap + j) * C;
+        if (projection) {
+            float s = -2.0f * ops_dot(qh, kj, HS);
+            s += qn + ops_dot(kj, kj, HS);
+            p[j] = s * -scale_or_c;
+        } else {
+            p[j] = scale_or_c * ops_dot(qh, kj, HS);
+        }
+    }
+    masked_softmax_row(p, nkeys, cap);
+    float acc[HS];
+    for (int d = 0; d < HS; d++) acc[d] = 0.0f;
+    for (int j = 0; j < nkeys; j++) {
+        const float *vj = vcache + ((size_t)map[(size_t)j * ld_map + r] * cap + j) * C;
+        const float pj = p[j];
+#pragma omp simd
+        for (int d = 0; d < HS; d++) acc[d] += pj * vj[d];
+    }
+    /* As small_gemm stores into the zeroed output: 0 + 1·acc (−0 becomes +0). */
+#pragma omp simd
+    for (int d = 0; d < HS; d++) outh[d] = 0.0f + 1.0f * acc[d];
+}
+
+/* out [R, C], probs [R, NH, cap], q [R, C], kcache/vcache [rows, cap, C],
+ * map [nkeys, ld_map]. */
+void attention_forward_cached(float *out, float *probs, const float *q, const float *kcache, const float *vcache,
+                              const int32_t *map, int ld_map, int R, int nkeys, int cap, int C, int NH, float scale) {
+    const int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static) if ((long)R * nkeys * C > OPS_PAR_MIN)
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < NH; h++)
+            cached_head(HEAD(out, r, C, h, HS), probs + ((size_t)r * NH + h) * cap, HEAD(q, r, C, h, HS),
+                        kcache + (size_t)h * HS, vcache + (size_t)h * HS, map, ld_map, r, nkeys, cap, C, HS, 0, scale);
+}
+
+/* As attention_forward_cached with projection logits; values = keys. */
+void projattn_forward_cached(float *out, float *probs, const float *q, const float *kcache, const int32_t *map,
+                             int ld_map, const float *log_sigma, int R, int nkeys, int cap, int C, int NH) {
+    const int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static) if ((long)R * nkeys * C > OPS_PAR_MIN)
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < NH; h++)
+            cached_head(HEAD(out, r, C, h, HS), probs + ((size_t)r * NH + h) * cap, HEAD(q, r, C, h, HS),
+                        kcache + (size_t)h * HS, kcache + (size_t)h * HS, map, ld_map, r, nkeys, cap, C, HS, 1,
+                        inv_two_sigma2(log_sigma, h));
+}
