@@ -28,8 +28,8 @@ static void usage(FILE *out) {
            "  --modes: comma-separated from standard, projection, proj-self, proj-cross, learned, and the\n"
            "           pooling family boxcar, constant, epanechnikov (kernels, fixed sigma), diagonal, cosine,\n"
            "           dot (gaussian with that metric, fixed sigma) (default standard,projection)\n"
-           "  --decode: sentences/s and tokens/s of batched greedy and beam-4 search over the first --sentences\n"
-           "           (1000) lines of <data-dir>/test.en, per mode with randomly initialised models, or with\n"
+           "  --decode: sentences/s, source words/s and output tokens/s of batched greedy and beam-4 search over\n"
+           "           the first --sentences (1000) lines of <data-dir>/test.en, per mode with randomly initialised models, or with\n"
            "           the trained checkpoint given by --model\n\n");
     pmt_config_print_help(out, "model,train");
 }
@@ -128,8 +128,9 @@ static int decode_one(pmt_model *m, const pmt_spm *spm, const char *text, int n,
     if (json) {
         printf("{\"decode\":\"%s\",\"sentences\":%d,\"batch\":%d,\"runs\":[", title, rep.sentences, rep.batch);
         for (int i = 0; i < PMT_BENCH_DECODE_RUNS; i++)
-            printf("%s{\"run\":\"%s\",\"sentences_per_s\":%.1f,\"tokens_per_s\":%.1f}", i ? "," : "", rep.run[i].label,
-                   rep.run[i].sentences_per_s, rep.run[i].tokens_per_s);
+            printf("%s{\"run\":\"%s\",\"sentences_per_s\":%.1f,\"src_words_per_s\":%.1f,\"tokens_per_s\":%.1f}",
+                   i ? "," : "", rep.run[i].label, rep.run[i].sentences_per_s, rep.run[i].src_words_per_s,
+                   rep.run[i].tokens_per_s);
         printf("]}\n");
     }
     fflush(stdout);
