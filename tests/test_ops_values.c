@@ -238,6 +238,33 @@ static void test_cached_attention(void) {
     free(kc); free(vc); free(q); free(kg); free(vg); free(o1); free(o2); free(p1); free(p2);
 }
 
+/* The fused training cross-entropy equals forward then backward (scale 1)
+ * up to fp32 rounding, with the same loss, count and argmax hits, exact
+ * zeros for ignored rows, and nll = −log p[target]. */
+static void test_crossentropy_fused(void) {
+    enum { N = 9, V = 301 };
+    float *lg = tu_alloc(N * V), *p = tu_alloc(N * V), *d = tu_alloc(N * V);
+    float l1[N], l2[N], nll[N];
+    int32_t tg[N] = {3, 0, 300, 7, 0, 150, 42, 0, 1};   /* 0 = ignored */
+    tu_fill(lg, N * V, -6, 6);
+    int c1 = 0, c2 = 0;
+    const int n1 = crossentropy_forward(l1, p, lg, tg, N, V, 0.1f, 0, &c1);
+    const int n2 = crossentropy_fused(l2, nll, d, lg, tg, N, V, 0.1f, 0, &c2);
+    double nll_err = 0;
+    for (int i = 0; i < N; i++)
+        if (tg[i] != 0) nll_err = fmax(nll_err, fabs(nll[i] + log(p[(size_t)i * V + tg[i]])));
+        else CHECK(nll[i] == 0.0f && l2[i] == 0.0f);
+    crossentropy_backward(p, p, tg, N, V, 0.1f, 0, 1.0f);
+    double err = 0, lerr = 0;
+    for (int i = 0; i < N * V; i++) err = fmax(err, fabs(p[i] - d[i]));
+    for (int i = 0; i < N; i++) lerr = fmax(lerr, fabs(l1[i] - l2[i]));
+    CHECK(n1 == n2 && n1 == 6 && c1 == c2);
+    CHECK_MSG(err < 1e-7 && lerr < 1e-6 && nll_err < 1e-5, "fused CE: grad %.3g, loss %.3g, nll %.3g", err, lerr,
+              nll_err);
+    for (int j = 0; j < V; j++) CHECK(d[(size_t)1 * V + j] == 0.0f);
+    free(lg); free(p); free(d);
+}
+
 static void test_attention_reference(void) {
     enum { B = 2, T = 4, S = 6, C = 32, NH = 2, HS = C / NH };
     const int32_t klen[B] = {6, 3};
@@ -408,6 +435,7 @@ int main(void) {
     test_dropout_regenerated();
     test_linear_relu();
     test_cached_attention();
+    test_crossentropy_fused();
     test_attention_reference();
     test_projattn_equals_attention();
     test_crossentropy_values();

@@ -62,6 +62,7 @@ struct pmt_model_activations {
     int32_t *logit_row;                /* [Nc] their row in [B*T] */
     int32_t *logit_tgt;                /* [Nc] their targets */
     int logit_rows;                    /* Nc of the last forward pass */
+    int logits_hold_grad;              /* logits holds p − q (training pass), not p */
     float *logits;                     /* [Nc, V]: logits, then probs, then dlogits */
     float *loss_rows;                  /* [Nc] */
 
@@ -427,6 +428,10 @@ void pmt_model_output_probs(const pmt_model *m, float *out) {
     const pmt_model_activations *A = m->act;
     const size_t V = (size_t)m->V;
     const int N = A->B * A->T;
+    if (A->logits_hold_grad) {
+        fprintf(stderr, "projmt: internal error: output probabilities requested after a training forward pass\n");
+        abort();
+    }
     for (int i = 0, c = 0; i < N; i++) {
         float *row = out + (size_t)i * V;
         if (c < A->logit_rows && A->logit_row[c] == i) {
@@ -630,14 +635,27 @@ double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t d
     for (int i = 0; i < Nc; i++)
         memcpy(A->logit_in + (size_t)i * C, A->dec_out + (size_t)A->logit_row[i] * C, sizeof(float) * C);
     linear_forward(A->logits, A->logit_in, m->wte, NULL, Nc, C, m->V);
-    int correct = 0;
-    int counted = crossentropy_forward(A->loss_rows, A->logits, A->logits, A->logit_tgt, Nc, m->V,
-                                       (float)m->cfg.label_smoothing, PMT_PAD_ID, &correct);
+    int correct = 0, counted;
     double loss_sum = 0, nll_sum = 0;
-    for (int i = 0; i < Nc; i++) {
-        loss_sum += A->loss_rows[i];
-        double p = A->logits[(size_t)i * m->V + A->logit_tgt[i]];
-        nll_sum += -log(p > 1e-30 ? p : 1e-30);
+    /* Training: the logits become the (unscaled) gradient in the same pass
+     * that computes the loss; backward only applies the 1/tokens scale.
+     * Evaluation keeps the probabilities (pmt_model_output_probs). */
+    A->logits_hold_grad = train;
+    if (train) {
+        counted = crossentropy_fused(A->loss_rows, A->nll_rows, A->logits, A->logits, A->logit_tgt, Nc, m->V,
+                                     (float)m->cfg.label_smoothing, PMT_PAD_ID, &correct);
+        for (int i = 0; i < Nc; i++) {
+            loss_sum += A->loss_rows[i];
+            nll_sum += A->nll_rows[i];
+        }
+    } else {
+        counted = crossentropy_forward(A->loss_rows, A->logits, A->logits, A->logit_tgt, Nc, m->V,
+                                       (float)m->cfg.label_smoothing, PMT_PAD_ID, &correct);
+        for (int i = 0; i < Nc; i++) {
+            loss_sum += A->loss_rows[i];
+            double p = A->logits[(size_t)i * m->V + A->logit_tgt[i]];
+            nll_sum += -log(p > 1e-30 ? p : 1e-30);
+        }
     }
     if (stats) {
         stats->loss_sum = loss_sum;
@@ -742,11 +760,15 @@ void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominato
     }
     const int C = m->C, Nt = b->B * b->T, Ns = b->B * b->S;
     const int Nc = A->logit_rows;
-    crossentropy_backward(A->logits, A->logits, A->logit_tgt, Nc, m->V, (float)m->cfg.label_smoothing,
-                          PMT_PAD_ID, (float)(1.0 / loss_denominator));
-    /* d(counted rows) into d_sub (free until the first block's backward),
-     * then scattered: padding rows of d_dec_out get exact zeros. */
-    linear_backward_set(A->d_sub, grad_of(m, m->wte), NULL, A->logits, A->logit_in, m->wte, Nc, C, m->V);
+    const float scale = (float)(1.0 / loss_denominator);
+    if (!A->logits_hold_grad)
+        crossentropy_backward(A->logits, A->logits, A->logit_tgt, Nc, m->V, (float)m->cfg.label_smoothing,
+                              PMT_PAD_ID, 1.0f);
+    /* d(counted rows) = scale · dlogits · wte into d_sub (free until the
+     * first block's backward), then scattered: padding rows of d_dec_out
+     * get exact zeros. */
+    linear_backward_scaled_set(A->d_sub, grad_of(m, m->wte), NULL, A->logits, A->logit_in, m->wte, Nc, C, m->V,
+                               scale);
     zero(A->d_dec_out, (size_t)Nt * C);
 #pragma omp parallel for schedule(static) if ((long)Nc * C > OPS_PAR_MIN)
     for (int i = 0; i < Nc; i++)

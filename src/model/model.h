@@ -132,8 +132,10 @@ double pmt_model_forward(pmt_model *m, const pmt_batch *batch, int train,
  * number of target tokens of the whole (accumulated / all-reduced) batch. */
 void pmt_model_backward(pmt_model *m, const pmt_batch *batch, double loss_denominator);
 void pmt_model_zero_grad(pmt_model *m);
-/* Copies the output distribution [B*T, V] of the last forward pass into out
- * (valid until pmt_model_backward, which reuses that buffer for dlogits).
+/* Copies the output distribution [B*T, V] of the last forward pass, which
+ * must have been an evaluation pass (train = 0: a training pass turns the
+ * logits into their gradient at once), into out (valid until
+ * pmt_model_backward, which reuses that buffer for dlogits).
  * Rows whose target is padding, which the forward pass skips, are computed
  * by this call. */
 void pmt_model_output_probs(const pmt_model *m, float *out);

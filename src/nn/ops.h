@@ -194,6 +194,18 @@ int crossentropy_forward(float *loss, float *probs, const float *logits,
 void crossentropy_backward(float *dlogits, const float *probs, const int32_t *targets,
                            int N, int V, float eps, int32_t ignore_id, float dloss_scale);
 
+/* ---- cross-entropy forward and backward fused per logits row (training) ----
+ * As crossentropy_forward then crossentropy_backward with dloss_scale = 1,
+ * in one visit of each row (llm.c's fused classifier): the row's softmax is
+ * turned into the gradient while it is in cache, instead of a second pass
+ * over the [N, V] buffer in backward. dlogits [N, V] = p − q, UNSCALED (the
+ * caller applies the 1/tokens scale, e.g. as the α of the next GEMM), 0 for
+ * ignored rows; it may alias logits. nll [N] (may be NULL): −log p[target]
+ * = lse − logit[target] for counted rows, 0 otherwise. Returns the number
+ * of counted rows; *correct as crossentropy_forward. */
+int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *logits, const int32_t *targets,
+                       int N, int V, float eps, int32_t ignore_id, int *correct);
+
 /* ---- overwrite variants for the model's scratch gradients ----
  * ops.h kernels accumulate into their gradients (the caller zeroes them).
  * For the model's per-block scratch gradients that means a memset before
@@ -205,6 +217,10 @@ void crossentropy_backward(float *dlogits, const float *probs, const int32_t *ta
 /* As linear_backward, but dinp = dout · w (sgemm beta = 0); dinp may be NULL. */
 void linear_backward_set(float *dinp, float *dw, float *db, const float *dout,
                          const float *inp, const float *w, int N, int IN, int OUT);
+/* As linear_backward_set for the gradient α · dout (α folded into the GEMMs:
+ * the fused cross-entropy leaves the 1/tokens scale to this call). */
+void linear_backward_scaled_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                const float *w, int N, int IN, int OUT, float alpha);
 /* d = out > 0 ? d : 0 in place: relu_backward of d into a zeroed buffer. */
 void relu_backward_inplace(float *d, const float *out, size_t n);
 /* dinp = dout * mask. */

@@ -177,19 +177,19 @@ void linear_relu_forward(float *out, const float *inp, const float *w, const flo
     }
 }
 
-/* dinp [N, IN] = dinp_beta · dinp + dout · w; dw [OUT, IN] += doutᵀ · inp;
- * db [OUT] += Σ_n dout. dinp_beta is 1 (accumulate, ops.h) or 0 (set). */
+/* dinp [N, IN] = dinp_beta · dinp + α · dout · w; dw [OUT, IN] += α · doutᵀ · inp;
+ * db [OUT] += α · Σ_n dout. dinp_beta is 1 (accumulate, ops.h) or 0 (set). */
 static void linear_backward_beta(float *dinp, float *dw, float *db, const float *dout,
                                  const float *inp, const float *w, int N, int IN, int OUT,
-                                 float dinp_beta) {
+                                 float dinp_beta, float alpha) {
     if (N <= 0 || IN <= 0) return;
     if (OUT <= 0) {
         if (dinp && dinp_beta == 0.0f) memset(dinp, 0, sizeof(float) * (size_t)N * IN);
         return;
     }
     if (dinp)
-        pmt_sgemm(0, 0, N, IN, OUT, 1.0f, dout, OUT, w, IN, dinp_beta, dinp, IN);
-    pmt_sgemm(1, 0, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
+        pmt_sgemm(0, 0, N, IN, OUT, alpha, dout, OUT, w, IN, dinp_beta, dinp, IN);
+    pmt_sgemm(1, 0, OUT, IN, N, alpha, dout, OUT, inp, IN, 1.0f, dw, IN);
     if (!db) return;
     const int nblk = (OUT + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
 #pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
@@ -202,18 +202,23 @@ static void linear_backward_beta(float *dinp, float *dw, float *db, const float 
 #pragma omp simd
             for (int i = 0; i < w_; i++) acc[i] += d[i];
         }
-        for (int i = 0; i < w_; i++) db[c0 + i] += (float)acc[i];
+        for (int i = 0; i < w_; i++) db[c0 + i] += alpha * (float)acc[i];
     }
 }
 
 void linear_backward(float *dinp, float *dw, float *db, const float *dout,
                      const float *inp, const float *w, int N, int IN, int OUT) {
-    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 1.0f);
+    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 1.0f, 1.0f);
 }
 
 void linear_backward_set(float *dinp, float *dw, float *db, const float *dout,
                          const float *inp, const float *w, int N, int IN, int OUT) {
-    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f);
+    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f, 1.0f);
+}
+
+void linear_backward_scaled_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                const float *w, int N, int IN, int OUT, float alpha) {
+    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f, alpha);
 }
 
 /* ---- relu ---- */
