@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test.sh — the README's test command: set up, build, run every test, then the
+# test.sh — the README's test command: set up, build, run every test, the unit
+# tests again with the OpenBLAS matrix-product backend (build-openblas/), then the
 # unit and script tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 # (the script tests drive the ASan-built projmt). Open MPI's plugins leak at
 # exit (LeakSanitizer reports their allocations, not ours), so the two MPI
@@ -18,6 +19,14 @@ bash scripts/setup.sh --all
 cmake -B build -S . -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure
+
+# The other matrix-product backend (the default is oneDNN when installed):
+# the unit tests, which hold the finite-difference, PyTorch-reference and
+# bit-exact resume checks, built against OpenBLAS in their own build dir.
+echo "== unit tests with -DPROJMT_GEMM=openblas =="
+cmake -B build-openblas -S . -DCMAKE_BUILD_TYPE=Release -DPROJMT_GEMM=openblas >/dev/null
+cmake --build build-openblas -j"$jobs"
+ctest --test-dir build-openblas --output-on-failure -L unit
 
 if [ "${1:-}" != "--quick" ]; then
   echo "== unit tests under ASan + UBSan =="

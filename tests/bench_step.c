@@ -10,7 +10,7 @@
  *   OPENBLAS_CORETYPE=Haswell ./build/bench_step [mode] [threads] [steps] [warmup] [config]
  *   mode: standard | projection | learned (projection with learned σ; default standard)
  *
- * Built with -DPROJMT_BENCH_PROGRAMS=ON (CMake links the OpenMP OpenBLAS).
+ * Built with -DPROJMT_BENCH_PROGRAMS=ON; matrix products by the build's backend (nn/gemm.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +18,11 @@
 #include <time.h>
 #include <omp.h>
 
-#include <cblas.h>
-
 #include "data/batcher.h"
 #include "core/config.h"
 #include "data/corpus.h"
 #include "model/model.h"
+#include "nn/gemm.h"
 #include "train/optim.h"
 #include "core/clock.h"
 #include "core/threads.h"
@@ -35,8 +34,8 @@ static double cpu_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* CPU time of each OpenMP pool thread (the OpenMP OpenBLAS build runs its
- * GEMMs on the same threads): with OMP_WAIT_POLICY=passive, waiting threads
+/* CPU time of each OpenMP pool thread (both GEMM backends run on the same
+ * threads): with OMP_WAIT_POLICY=passive, waiting threads
  * sleep, so thread 0 minus the others approximates the serial work. */
 static void thread_cpu(double *t) {
 #pragma omp parallel
@@ -92,7 +91,7 @@ int main(int argc, char **argv) {
         double g[5];
         for (int r = 0; r < 6; r++) {
             double t0 = cpu_s(), w0 = pmt_now_seconds();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, bb, n, 0.0f, cc, n);
+            pmt_sgemm(0, 1, n, n, n, 1.0f, a, n, bb, n, 0.0f, cc, n);
             if (r) g[r - 1] = 2.0 * n * n * (double)n / (cpu_s() - t0) / 1e9;
             (void)w0;
         }

@@ -34,6 +34,8 @@ int main(void) {
     for (int k = 0; k < PMT_BENCH_DECODE_RUNS; k++) {
         const pmt_bench_decode_run *r = &rep.run[k];
         CHECK(r->seconds > 0 && isfinite(r->sentences_per_s) && r->sentences_per_s > 0);
+        /* synthetic sources: their ids count as words */
+        CHECK(rep.src_words == rep.src_tokens && fabs(r->src_words_per_s * r->seconds - rep.src_words) < 1e-6 * rep.src_words);
         CHECK(r->out_tokens >= 0);
         if (r->capped) CHECK(r->out_tokens <= (long)(1.1 * rep.src_tokens) + 2 * 37);
     }

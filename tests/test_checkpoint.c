@@ -274,6 +274,16 @@ static void test_load_model_for_translation(const char *dir) {
         CHECK(t.V == vocab && t.max_len == m.cfg.max_len && t.max_rows == 40);
         CHECK(t.cfg.site_kind[PMT_SITE_DEC_CROSS] == PMT_ATTN_PROJECTION && t.cfg.lr == m.cfg.lr);
         CHECK(t.n_params == m.n_params && memcmp(t.params, m.params, m.n_params * sizeof(float)) == 0);
+        /* Loaded for translation: no gradients and no backward scratch. */
+        CHECK(t.grads == NULL);
+        pmt_model full;
+        char ferr[256];
+        if (pmt_model_init(&full, &t.cfg, t.V, 40, t.max_len, ferr, sizeof ferr) == 0) {
+            CHECK(full.grads != NULL);
+            CHECK_MSG(pmt_model_arena_floats(&t) < pmt_model_arena_floats(&full), "inference arena %zu, training %zu",
+                      pmt_model_arena_floats(&t), pmt_model_arena_floats(&full));
+            pmt_model_free(&full);
+        }
         CHECK(loaded && pmt_spm_vocab_size(loaded) == vocab);
         int32_t a[16], b[16];
         int na = pmt_spm_encode(spm, "the big cat", a, 16), nb = pmt_spm_encode(loaded, "the big cat", b, 16);

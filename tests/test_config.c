@@ -17,6 +17,15 @@ static void test_defaults_and_validate(void) {
     c.n_heads = 3;
     CHECK(pmt_config_validate(&c, err, sizeof err) == -1);
     CHECK(strstr(err, "n_heads") != NULL);
+    /* max_len has a documented cap (attention memory grows with its square). */
+    pmt_config_defaults(&c);
+    c.max_len = PMT_MAX_LEN_CAP;
+    c.batch_tokens = 2 * PMT_MAX_LEN_CAP;
+    CHECK(pmt_config_validate(&c, err, sizeof err) == 0);
+    c.max_len = PMT_MAX_LEN_CAP + 1;
+    c.batch_tokens = 2 * PMT_MAX_LEN_CAP + 2;
+    CHECK(pmt_config_validate(&c, err, sizeof err) == -1);
+    CHECK(strstr(err, "max_len") != NULL && strstr(err, "2048") != NULL);
 }
 
 static void test_file_then_flags(void) {

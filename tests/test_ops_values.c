@@ -156,6 +156,115 @@ static void test_dropout_values(void) {
 }
 
 /* Attention probabilities against a double-precision masked softmax. */
+/* The regenerated-mask kernels equal the stored-mask ones bit for bit:
+ * out = a + sub ⊙ mask, x ⊙ mask, and dout ⊙ mask in backward — the same
+ * mask, so the model's forward and backward agree without storing it. */
+static void test_dropout_regenerated(void) {
+    const size_t n = 100003;
+    const float p = 0.25f;
+    float *mask = tu_alloc(n), *a = tu_alloc(n), *sub = tu_alloc(n), *want = tu_alloc(n), *got = tu_alloc(n);
+    tu_fill(a, n, -1, 1);
+    tu_fill(sub, n, -1, 1);
+    dropout_mask_fill(mask, n, p, 11, 5);
+    for (size_t i = 0; i < n; i++) want[i] = a[i] + sub[i] * mask[i];
+    dropout_residual_forward(got, a, sub, n, p, 11, 5);
+    CHECK(memcmp(want, got, n * sizeof(float)) == 0);
+    memcpy(got, sub, n * sizeof(float));
+    dropout_residual_forward(got, a, got, n, p, 11, 5);   /* in place, as the model calls it */
+    CHECK(memcmp(want, got, n * sizeof(float)) == 0);
+    for (size_t i = 0; i < n; i++) want[i] = sub[i] * mask[i];
+    memcpy(got, sub, n * sizeof(float));
+    dropout_inplace_forward(got, n, p, 11, 5);
+    CHECK(memcmp(want, got, n * sizeof(float)) == 0);
+    dropout_regen_backward_set(got, sub, n, p, 11, 5);
+    CHECK(memcmp(want, got, n * sizeof(float)) == 0);
+    dropout_residual_forward(got, a, sub, n, 0.0f, 11, 5);   /* p = 0: plain residual */
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += got[i] != a[i] + sub[i];
+    CHECK(bad == 0);
+    free(mask); free(a); free(sub); free(want); free(got);
+}
+
+/* The fused bias + ReLU GEMM against linear_forward then relu_forward. */
+static void test_linear_relu(void) {
+    enum { N = 37, IN = 48, OUT = 70 };
+    float *x = tu_alloc(N * IN), *w = tu_alloc(OUT * IN), *b = tu_alloc(OUT), *want = tu_alloc(N * OUT),
+          *got = tu_alloc(N * OUT);
+    tu_fill(x, N * IN, -1, 1);
+    tu_fill(w, OUT * IN, -0.5, 0.5);
+    tu_fill(b, OUT, -1, 1);
+    linear_forward(want, x, w, b, N, IN, OUT);
+    relu_forward(want, want, N * OUT);
+    linear_relu_forward(got, x, w, b, N, IN, OUT);
+    double err = 0;
+    size_t zeros = 0, zero_mismatch = 0;
+    for (int i = 0; i < N * OUT; i++) {
+        err = fmax(err, fabs(want[i] - got[i]));
+        zeros += want[i] == 0.0f;
+        zero_mismatch += (want[i] == 0.0f) != (got[i] == 0.0f) && fabs(want[i] - got[i]) > 1e-6;
+    }
+    CHECK_MSG(err < 1e-5, "linear_relu_forward differs by %.3g", err);
+    CHECK(zeros > N * OUT / 5 && zero_mismatch == 0);
+    free(x); free(w); free(b); free(want); free(got);
+}
+
+/* The decoder's cache kernels with a random position → row table equal the
+ * few-queries kernels run on the cache gathered by that table, bit for bit. */
+static void test_cached_attention(void) {
+    enum { R = 6, ROWS = 9, CAP = 12, NK = 10, C = 32, NH = 4 };
+    float *kc = tu_alloc(ROWS * CAP * C), *vc = tu_alloc(ROWS * CAP * C), *q = tu_alloc(R * C);
+    float *kg = tu_alloc(R * CAP * C), *vg = tu_alloc(R * CAP * C);
+    float *o1 = tu_alloc(R * C), *o2 = tu_alloc(R * C), *p1 = tu_alloc(R * NH * CAP), *p2 = tu_alloc(R * NH * CAP);
+    float log_sigma[NH] = {0.1f, -0.2f, 0.3f, 0.0f};
+    int32_t map[NK * R], klen[R];
+    tu_fill(kc, ROWS * CAP * C, -1, 1);
+    tu_fill(vc, ROWS * CAP * C, -1, 1);
+    tu_fill(q, R * C, -1, 1);
+    memset(kg, 0, sizeof(float) * R * CAP * C);
+    memset(vg, 0, sizeof(float) * R * CAP * C);
+    for (int j = 0; j < NK; j++)
+        for (int r = 0; r < R; r++) {
+            map[j * R + r] = (r * 7 + j * 3) % ROWS;
+            memcpy(kg + ((size_t)r * CAP + j) * C, kc + ((size_t)map[j * R + r] * CAP + j) * C, sizeof(float) * C);
+            memcpy(vg + ((size_t)r * CAP + j) * C, vc + ((size_t)map[j * R + r] * CAP + j) * C, sizeof(float) * C);
+        }
+    for (int r = 0; r < R; r++) klen[r] = NK;
+    attention_forward_few_queries(o1, p1, q, kg, vg, klen, 0, R, 1, CAP, C, NH, 0.35f);
+    attention_forward_cached(o2, p2, q, kc, vc, map, R, R, NK, CAP, C, NH, 0.35f);
+    CHECK(memcmp(o1, o2, sizeof(float) * R * C) == 0 && memcmp(p1, p2, sizeof(float) * R * NH * CAP) == 0);
+    projattn_forward_few_queries(o1, p1, q, kg, log_sigma, klen, 0, R, 1, CAP, C, NH);
+    projattn_forward_cached(o2, p2, q, kc, map, R, log_sigma, R, NK, CAP, C, NH);
+    CHECK(memcmp(o1, o2, sizeof(float) * R * C) == 0 && memcmp(p1, p2, sizeof(float) * R * NH * CAP) == 0);
+    free(kc); free(vc); free(q); free(kg); free(vg); free(o1); free(o2); free(p1); free(p2);
+}
+
+/* The fused training cross-entropy equals forward then backward (scale 1)
+ * up to fp32 rounding, with the same loss, count and argmax hits, exact
+ * zeros for ignored rows, and nll = −log p[target]. */
+static void test_crossentropy_fused(void) {
+    enum { N = 9, V = 301 };
+    float *lg = tu_alloc(N * V), *p = tu_alloc(N * V), *d = tu_alloc(N * V);
+    float l1[N], l2[N], nll[N];
+    int32_t tg[N] = {3, 0, 300, 7, 0, 150, 42, 0, 1};   /* 0 = ignored */
+    tu_fill(lg, N * V, -6, 6);
+    int c1 = 0, c2 = 0;
+    const int n1 = crossentropy_forward(l1, p, lg, tg, N, V, 0.1f, 0, &c1);
+    const int n2 = crossentropy_fused(l2, nll, d, lg, tg, N, V, 0.1f, 0, &c2);
+    double nll_err = 0;
+    for (int i = 0; i < N; i++)
+        if (tg[i] != 0) nll_err = fmax(nll_err, fabs(nll[i] + log(p[(size_t)i * V + tg[i]])));
+        else CHECK(nll[i] == 0.0f && l2[i] == 0.0f);
+    crossentropy_backward(p, p, tg, N, V, 0.1f, 0, 1.0f);
+    double err = 0, lerr = 0;
+    for (int i = 0; i < N * V; i++) err = fmax(err, fabs(p[i] - d[i]));
+    for (int i = 0; i < N; i++) lerr = fmax(lerr, fabs(l1[i] - l2[i]));
+    CHECK(n1 == n2 && n1 == 6 && c1 == c2);
+    CHECK_MSG(err < 1e-7 && lerr < 1e-6 && nll_err < 1e-5, "fused CE: grad %.3g, loss %.3g, nll %.3g", err, lerr,
+              nll_err);
+    for (int j = 0; j < V; j++) CHECK(d[(size_t)1 * V + j] == 0.0f);
+    free(lg); free(p); free(d);
+}
+
 static void test_attention_reference(void) {
     enum { B = 2, T = 4, S = 6, C = 32, NH = 2, HS = C / NH };
     const int32_t klen[B] = {6, 3};
@@ -323,6 +432,10 @@ int main(void) {
     test_layernorm_values();
     test_linear_values();
     test_dropout_values();
+    test_dropout_regenerated();
+    test_linear_relu();
+    test_cached_attention();
+    test_crossentropy_fused();
     test_attention_reference();
     test_projattn_equals_attention();
     test_crossentropy_values();

@@ -10,6 +10,7 @@
 
 #include "tools/bench.h"
 #include "tools/bench_decode.h"
+#include "nn/gemm.h"
 #include "model/checkpoint.h"
 #include "cli/commands.h"
 #include "core/config.h"
@@ -27,9 +28,9 @@ static void usage(FILE *out) {
            "  --modes: comma-separated from standard, projection, proj-self, proj-cross, learned, and the\n"
            "           pooling family boxcar, constant, epanechnikov (kernels, fixed sigma), diagonal, cosine,\n"
            "           dot (gaussian with that metric, fixed sigma) (default standard,projection)\n"
-           "  --decode: sentences/s and tokens/s of batched greedy and beam-4 search over the first --sentences\n"
-           "           (1000) lines of <data-dir>/test.en, per mode with randomly initialised models, or with\n"
-           "           the trained checkpoint or exported model file given by --model\n\n");
+           "  --decode: sentences/s, source words/s and output tokens/s of batched greedy and beam-4 search over\n"
+           "           the first --sentences (1000) lines of <data-dir>/test.en, per mode with randomly initialised\n"
+           "           models, or with the trained checkpoint or exported model file given by --model\n\n");
     pmt_config_print_help(out, "model,train");
 }
 
@@ -76,16 +77,25 @@ static void print_result(const pmt_bench_result *r, double base_ms) {
            "peak RSS %6.0f MiB | time ratio %.3f\n",
            r->mode, r->params, r->flops_per_token / 1e6, r->ms_per_step, r->tokens_per_s, r->gflops, r->pct_of_peak,
            r->peak_rss_mib, r->ms_per_step / base_ms);
+    printf("%-34s step time: GEMM %.1f%% | attention %.1f%% | element-wise %.1f%% | optimizer %.1f%%\n", "",
+           r->phase_pct[PMT_BENCH_GEMM], r->phase_pct[PMT_BENCH_ATTENTION], r->phase_pct[PMT_BENCH_ELEMENTWISE],
+           r->phase_pct[PMT_BENCH_OPTIMIZER]);
 }
 
-static void print_json(const pmt_bench_result *r, int n, double peak, int threads, int synthetic) {
-    printf("{\"sgemm_peak_gflops\":%.2f,\"threads\":%d,\"batches\":\"%s\",\"modes\":[", peak, threads,
-           synthetic ? "synthetic" : "corpus");
+static void print_json(const pmt_bench_result *r, int n, const double *peaks, int threads, int synthetic) {
+    printf("{\"gemm_backend\":\"%s\",\"sgemm_peak_gflops\":%.2f,\"sgemm_peaks\":{", pmt_gemm_name(pmt_gemm_active()),
+           peaks[pmt_gemm_active()]);
+    for (int be = 0; be < PMT_GEMM_BACKENDS; be++)
+        printf("%s\"%s\":%.2f", be ? "," : "", pmt_gemm_name((pmt_gemm_backend)be), peaks[be]);
+    printf("},\"threads\":%d,\"batches\":\"%s\",\"modes\":[", threads, synthetic ? "synthetic" : "corpus");
     for (int i = 0; i < n; i++)
         printf("%s{\"mode\":\"%s\",\"params\":%zu,\"flops_per_token\":%.0f,\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,"
-               "\"gflops\":%.3f,\"pct_of_peak\":%.2f,\"peak_rss_mib\":%.1f,\"time_ratio\":%.4f}",
+               "\"gflops\":%.3f,\"pct_of_peak\":%.2f,\"peak_rss_mib\":%.1f,\"time_ratio\":%.4f,"
+               "\"phase_pct\":{\"gemm\":%.2f,\"attention\":%.2f,\"elementwise\":%.2f,\"optimizer\":%.2f}}",
                i ? "," : "", r[i].mode, r[i].params, r[i].flops_per_token, r[i].ms_per_step, r[i].tokens_per_s,
-               r[i].gflops, r[i].pct_of_peak, r[i].peak_rss_mib, r[i].ms_per_step / r[0].ms_per_step);
+               r[i].gflops, r[i].pct_of_peak, r[i].peak_rss_mib, r[i].ms_per_step / r[0].ms_per_step,
+               r[i].phase_pct[PMT_BENCH_GEMM], r[i].phase_pct[PMT_BENCH_ATTENTION],
+               r[i].phase_pct[PMT_BENCH_ELEMENTWISE], r[i].phase_pct[PMT_BENCH_OPTIMIZER]);
     printf("]}\n");
 }
 
@@ -118,8 +128,9 @@ static int decode_one(pmt_model *m, const pmt_spm *spm, const char *text, int n,
     if (json) {
         printf("{\"decode\":\"%s\",\"sentences\":%d,\"batch\":%d,\"runs\":[", title, rep.sentences, rep.batch);
         for (int i = 0; i < PMT_BENCH_DECODE_RUNS; i++)
-            printf("%s{\"run\":\"%s\",\"sentences_per_s\":%.1f,\"tokens_per_s\":%.1f}", i ? "," : "", rep.run[i].label,
-                   rep.run[i].sentences_per_s, rep.run[i].tokens_per_s);
+            printf("%s{\"run\":\"%s\",\"sentences_per_s\":%.1f,\"src_words_per_s\":%.1f,\"tokens_per_s\":%.1f}",
+                   i ? "," : "", rep.run[i].label, rep.run[i].sentences_per_s, rep.run[i].src_words_per_s,
+                   rep.run[i].tokens_per_s);
         printf("]}\n");
     }
     fflush(stdout);
@@ -210,10 +221,23 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     int V = vocab_size(&cfg);
-    double peak = pmt_bench_sgemm_peak(2048, 7);
-    printf("projmt bench: %d threads, sgemm peak %.1f GFLOP/s (2048^3, median of 7), batch %d tokens, %s batches, "
-           "vocab %d, %d timed steps after %d warm-up\n",
-           threads, peak, cfg.batch_tokens, have_corpus ? "corpus" : "synthetic", V, steps, warmup);
+    /* Both backends' peaks, side by side in this run; % of peak is of the
+     * active one (the one the steps use). */
+    double peaks[PMT_GEMM_BACKENDS];
+    for (int be = 0; be < PMT_GEMM_BACKENDS; be++) peaks[be] = pmt_bench_sgemm_peak((pmt_gemm_backend)be, 2048, 7);
+    const pmt_gemm_backend active = pmt_gemm_active();
+    double peak = peaks[active];
+    printf("projmt bench: %d threads, matrix products by %s; sgemm peak (2048^3, median of 7):", threads,
+           pmt_gemm_name(active));
+    for (int be = 0; be < PMT_GEMM_BACKENDS; be++) {
+        if (pmt_gemm_available((pmt_gemm_backend)be))
+            printf(" %s %.1f GFLOP/s%s", pmt_gemm_name((pmt_gemm_backend)be), peaks[be], be == (int)active ? " (active)" : "");
+        else
+            printf(" %s not built in", pmt_gemm_name((pmt_gemm_backend)be));
+        printf(be + 1 < PMT_GEMM_BACKENDS ? "," : "\n");
+    }
+    printf("  batch %d tokens, %s batches, vocab %d, %d timed steps after %d warm-up\n",
+           cfg.batch_tokens, have_corpus ? "corpus" : "synthetic", V, steps, warmup);
 
     enum { MAX_MODES = 16 };   /* every named mode fits */
     pmt_bench_result results[MAX_MODES];
@@ -240,7 +264,7 @@ int cmd_bench(int argc, char **argv) {
     if (rc == 0 && n > 1)
         printf("time ratio %s / %s = %.3f (FLOP ratio %.3f)\n", results[1].mode, results[0].mode,
                results[1].ms_per_step / results[0].ms_per_step, results[1].flops_per_token / results[0].flops_per_token);
-    if (rc == 0 && json) print_json(results, n, peak, threads, !have_corpus);
+    if (rc == 0 && json) print_json(results, n, peaks, threads, !have_corpus);
     if (have_corpus) pmt_corpus_free(&corpus);
     return rc;
 }

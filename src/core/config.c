@@ -67,7 +67,7 @@ static const field fields[] = {
       "radius) | dot (q.k/sigma^2, no norm terms)"),
     F("sigma_sq", T_DOUBLE, sigma_sq, "0", "model",
       "projection sigma^2, fixed or initial (0: sqrt(HS) for gaussian, 2*HS for boxcar/epanechnikov)"),
-    F("max_len", T_INT, max_len, "128", "model", "longest sequence in tokens"),
+    F("max_len", T_INT, max_len, "128", "model", "longest sequence in tokens (at most 2048)"),
 
     F("batch_tokens", T_INT, batch_tokens, "4096", "train", "source+target tokens (with padding) per batch"),
     F("accum", T_INT, accum, "1", "train", "gradient accumulation steps"),
@@ -441,7 +441,8 @@ int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen) {
     REQUIRE(cfg->dropout >= 0 && cfg->dropout < 1, "dropout must be in [0, 1) (got %g)", cfg->dropout);
     REQUIRE(cfg->label_smoothing >= 0 && cfg->label_smoothing < 1,
             "label_smoothing must be in [0, 1) (got %g)", cfg->label_smoothing);
-    REQUIRE(cfg->max_len >= 4, "max_len must be at least 4 (got %d)", cfg->max_len);
+    REQUIRE(cfg->max_len >= 4 && cfg->max_len <= PMT_MAX_LEN_CAP, "max_len must be in [4, %d] (got %d)",
+            PMT_MAX_LEN_CAP, cfg->max_len);
     REQUIRE(cfg->batch_tokens >= 2 * cfg->max_len,
             "batch_tokens (%d) must hold at least one pair of max_len (%d) sentences", cfg->batch_tokens, cfg->max_len);
     REQUIRE(cfg->accum >= 1, "accum must be >= 1");

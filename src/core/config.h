@@ -39,6 +39,13 @@ typedef enum {
     PMT_METRICS = 4
 } pmt_metric;
 
+/* Upper bound of max_len. Attention keeps [T, S] blocks per sentence and
+ * head (activations B·NH·T·S, per-thread scratch ~2·T·S floats), so memory
+ * grows with the square of the length: 2048 tokens (several times the
+ * longest sentence of any corpus we train on) keeps the per-thread scratch
+ * near 33 MB. */
+#define PMT_MAX_LEN_CAP 2048
+
 typedef struct pmt_config {
     /* ---- data / prepare ---- */
     char corpus[PMT_PATH_MAX];      /* Anki TSV: English<TAB>Spanish[<TAB>attribution] */
@@ -62,7 +69,8 @@ typedef struct pmt_config {
     int proj_kernel;                /* pmt_kernel of the projection sites */
     int proj_metric;                /* pmt_metric of the projection sites */
     double sigma_sq;                /* fixed / initial σ² (0: pmt_model_fixed_log_sigma's default) */
-    int max_len;                    /* longest sequence in tokens (positions table, decoding) */
+    int max_len;                    /* longest sequence in tokens (positions table, decoding);
+                                       at most PMT_MAX_LEN_CAP */
 
     /* ---- training ---- */
     int batch_tokens;               /* source+target tokens incl. padding per batch */

@@ -1,14 +1,15 @@
 /*
- * threads.h — one thread count for OpenMP and OpenBLAS together.
+ * threads.h — the thread count of the one OpenMP pool.
  *
- * Why together: with the OpenMP build of OpenBLAS (the default, see
- * CMakeLists.txt) both draw from one pool; setting one and not the other
- * leaves two pools spinning on the same cores.
+ * Why one pool: projmt's loops and the matrix products (nn/gemm.c: oneDNN
+ * and the OpenMP build of OpenBLAS, both on libgomp) draw from the same
+ * OpenMP threads, and each GEMM call runs on omp_get_max_threads() of them;
+ * two pools would spin against each other on the same cores.
  */
 #ifndef PROJMT_THREADS_H
 #define PROJMT_THREADS_H
 
-/* Sets OpenMP and OpenBLAS thread counts (0 = all cores); returns the count used. */
+/* Sets the OpenMP thread count (0 = all cores); returns the count used. */
 int pmt_set_threads(int threads);
 
 #endif

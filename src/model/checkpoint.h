@@ -130,10 +130,11 @@ void pmt_checkpoint_use_ema(pmt_checkpoint *ck);
  * (names and shapes) is the stored one. 0, or -1 with err naming the mismatch. */
 int pmt_checkpoint_copy_params(const pmt_checkpoint *ck, pmt_model *m, char *err, size_t errlen);
 
-/* For inference (translator, bench --decode, attention): loads path (a
+/* For inference (translator, bench --decode, attention, serve): loads path (a
  * checkpoint or an exported file; the moving average when the checkpoint
- * has one, see pmt_checkpoint_use_ema), initializes m with the stored config and
- * vocabulary (arena for max_rows tokens per side; max_len <= 0 means the
+ * has one, see pmt_checkpoint_use_ema), initializes m inference-only (no
+ * gradients or training arena, see pmt_model_init_inference) with the stored
+ * config and vocabulary (arena for max_rows tokens per side; max_len <= 0 means the
  * stored max_len), copies the parameters and opens the stored SentencePiece
  * model into *spm (caller frees with pmt_spm_free; pass NULL to skip).
  * 0, or -1 with err; on failure nothing is left allocated. */

@@ -21,6 +21,7 @@
 
 #include "nn/ops.h"
 #include "nn/ops_internal.h"
+#include "nn/profile.h"
 #include "core/rng.h"
 
 /* ------------------------------------------------------------------ */
@@ -34,9 +35,10 @@ typedef struct block_act {
     float *att;                /* heads concatenated, before W_O [N, C] */
     float *probs;              /* [B, NH, Tq, Tk] */
     float *h;                  /* FFN hidden after ReLU [N, F] */
-    float *sub;                /* sublayer output after dropout [N, C] */
-    float *mask;               /* dropout mask [N, C] */
-    float *out;                /* x_in + sub [N, C] */
+    float *out;                /* x_in + dropout(sublayer) [N, C]; the sublayer output is
+                                  written here first and the fused dropout + residual
+                                  pass updates it in place (no mask is stored: backward
+                                  regenerates it from the counter-based stream) */
 } block_act;
 
 typedef struct layer_act {
@@ -47,13 +49,22 @@ struct pmt_model_activations {
     float *arena;              /* one allocation; everything below points into it */
     size_t arena_floats;
 
-    float *enc_x0, *enc_mask0;         /* embedded source [B*S, C] and its dropout mask */
-    float *dec_x0, *dec_mask0;         /* embedded target [B*T, C] */
+    float *enc_x0;                     /* embedded source after dropout [B*S, C] */
+    float *dec_x0;                     /* embedded target after dropout [B*T, C] */
     layer_act *enc, *dec;
     float *enc_out, *enc_mean, *enc_rstd;   /* final encoder LN [B*S, C] */
     float *dec_out, *dec_mean, *dec_rstd;   /* final decoder LN [B*T, C] */
-    float *logits;                     /* [B*T, V]: logits, then probs, then dlogits */
-    float *loss_rows;                  /* [B*T] */
+    /* The vocabulary projection runs only over the Nc counted (non-pad)
+     * target rows: padding rows have no loss and no gradient, so their
+     * [V]-wide logits would be wasted work in the largest GEMM and in the
+     * cross-entropy. */
+    float *logit_in;                   /* [Nc, C] final decoder LN rows of counted targets */
+    int32_t *logit_row;                /* [Nc] their row in [B*T] */
+    int32_t *logit_tgt;                /* [Nc] their targets */
+    int logit_rows;                    /* Nc of the last forward pass */
+    int logits_hold_grad;              /* logits holds p − q (training pass), not p */
+    float *logits;                     /* [Nc, V]: logits, then probs, then dlogits */
+    float *loss_rows;                  /* [Nc] */
 
     /* backward scratch */
     float *d_enc_stream, *d_dec_stream;    /* residual-stream gradients [rows, C] */
@@ -240,36 +251,44 @@ static void carve_block(arena_builder *ab, block_act *a, int is_attention, int k
     } else {
         a->h = carve(ab, rows * F);
     }
-    a->sub = carve(ab, rows * C);
-    a->mask = carve(ab, rows * C);
     a->out = carve(ab, rows * C);
 }
 
+/* training = 0 (inference-only models): the forward pass only, none of the
+ * backward scratch. */
 static void carve_activations(arena_builder *ab, pmt_model_activations *A, const pmt_config *cfg,
-                              int V, size_t rows, size_t probs, int max_len) {
+                              int V, size_t rows, size_t probs, int max_len, int training) {
     const int C = cfg->d_model, F = cfg->d_ff, NH = cfg->n_heads;
+    A->log_sigma_fixed = carve(ab, (size_t)NH);
+    int any_projection = 0;
+    for (int s = 0; s < PMT_SITES; s++) any_projection |= cfg->site_kind[s] == PMT_ATTN_PROJECTION;
+    A->pool_scratch_floats = any_projection && pmt_model_uses_poolattn(cfg)
+                                 ? poolattn_scratch_bound((int)rows, max_len, C, NH) : 0;
+    A->pool_scratch = A->pool_scratch_floats ? carve(ab, A->pool_scratch_floats) : NULL;
     A->enc_x0 = carve(ab, rows * C);
-    A->enc_mask0 = carve(ab, rows * C);
-    A->dec_x0 = carve(ab, rows * C);
-    A->dec_mask0 = carve(ab, rows * C);
     for (int l = 0; l < cfg->enc_layers; l++) {
         carve_block(ab, &A->enc[l].self, 1, cfg->site_kind[PMT_SITE_ENC_SELF], 0, rows, rows, probs, C, F);
         carve_block(ab, &A->enc[l].ffn, 0, 0, 0, rows, rows, probs, C, F);
     }
+    A->enc_out = carve(ab, rows * C);
+    A->enc_mean = carve(ab, rows);
+    A->enc_rstd = carve(ab, rows);
+    A->dec_x0 = carve(ab, rows * C);
     for (int l = 0; l < cfg->dec_layers; l++) {
         carve_block(ab, &A->dec[l].self, 1, cfg->site_kind[PMT_SITE_DEC_SELF], 0, rows, rows, probs, C, F);
         carve_block(ab, &A->dec[l].cross, 1, cfg->site_kind[PMT_SITE_DEC_CROSS], 1, rows, rows, probs, C, F);
         carve_block(ab, &A->dec[l].ffn, 0, 0, 0, rows, rows, probs, C, F);
     }
-    A->enc_out = carve(ab, rows * C);
-    A->enc_mean = carve(ab, rows);
-    A->enc_rstd = carve(ab, rows);
     A->dec_out = carve(ab, rows * C);
     A->dec_mean = carve(ab, rows);
     A->dec_rstd = carve(ab, rows);
+    A->logit_in = carve(ab, rows * C);
+    A->logit_row = (int32_t *)carve(ab, rows);   /* int32 and float have the same size */
+    A->logit_tgt = (int32_t *)carve(ab, rows);
     A->logits = carve(ab, rows * (size_t)V);
     A->loss_rows = carve(ab, rows);
     A->nll_rows = carve(ab, rows);
+    if (!training) return;
     A->d_enc_stream = carve(ab, rows * C);
     A->d_dec_stream = carve(ab, rows * C);
     A->d_enc_out = carve(ab, rows * C);
@@ -281,16 +300,10 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->d_att = carve(ab, rows * C);
     A->d_sub = carve(ab, rows * C);
     A->d_h = carve(ab, rows * F);
-    A->log_sigma_fixed = carve(ab, (size_t)NH);
-    int any_projection = 0;
-    for (int s = 0; s < PMT_SITES; s++) any_projection |= cfg->site_kind[s] == PMT_ATTN_PROJECTION;
-    A->pool_scratch_floats = any_projection && pmt_model_uses_poolattn(cfg)
-                                 ? poolattn_scratch_bound((int)rows, max_len, C, NH) : 0;
-    A->pool_scratch = A->pool_scratch_floats ? carve(ab, A->pool_scratch_floats) : NULL;
 }
 
-int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
-                   char *err, size_t errlen) {
+static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len, int training,
+                      char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     if (pmt_config_validate(cfg, err, errlen) != 0) return -1;
     if (V < 4 || max_rows < 1 || max_len < 1) {
@@ -321,9 +334,9 @@ int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int
     m->n_tensors = count.count;
     m->tensors = calloc((size_t)m->n_tensors, sizeof *m->tensors);
     m->params = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
-    m->grads = aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63);
+    m->grads = training ? aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63) : NULL;
     m->pos = malloc((size_t)max_len * m->C * sizeof(float));
-    if (!m->tensors || !m->params || !m->grads || !m->pos) goto oom;
+    if (!m->tensors || !m->params || (training && !m->grads) || !m->pos) goto oom;
     table_builder bind = {.m = m, .base = m->params};
     build_tensor_table(&bind, cfg, V, m->enc, m->dec, &m->wte, enc_ln, dec_ln);
     m->enc_ln_w = enc_ln[0];
@@ -331,25 +344,40 @@ int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int
     m->dec_ln_w = dec_ln[0];
     m->dec_ln_b = dec_ln[1];
     memset(m->params, 0, m->n_params * sizeof(float));
-    memset(m->grads, 0, m->n_params * sizeof(float));
+    if (m->grads) memset(m->grads, 0, m->n_params * sizeof(float));
     positional_table_init(m->pos, max_len, m->C);
 
     size_t rows = (size_t)max_rows;
     size_t probs = (size_t)m->NH * rows * (size_t)max_len;
     arena_builder ab = {0};
-    carve_activations(&ab, m->act, cfg, V, rows, probs, max_len);
+    carve_activations(&ab, m->act, cfg, V, rows, probs, max_len, training);
     m->act->arena_floats = ab.used;
     m->act->arena = aligned_alloc(64, ab.used * sizeof(float));
     if (!m->act->arena) goto oom;
     arena_builder bind_arena = {.base = m->act->arena};
-    carve_activations(&bind_arena, m->act, cfg, V, rows, probs, max_len);
+    carve_activations(&bind_arena, m->act, cfg, V, rows, probs, max_len, training);
     for (int h = 0; h < m->NH; h++) m->act->log_sigma_fixed[h] = pmt_model_fixed_log_sigma(cfg);
+    /* The attention kernels' per-thread scratch, sized once here for the
+     * longest sequences (the decoder's shapes are smaller). */
+    if (attention_scratch_reserve(max_len, max_len, m->HS) != 0) goto oom;
     return 0;
 oom:
     snprintf(err, errlen, "model: out of memory (vocab %d, max_rows %d, max_len %d)", V, max_rows, max_len);
     pmt_model_free(m);
     return -1;
 }
+
+int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
+                   char *err, size_t errlen) {
+    return model_init(m, cfg, V, max_rows, max_len, 1, err, errlen);
+}
+
+int pmt_model_init_inference(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
+                             char *err, size_t errlen) {
+    return model_init(m, cfg, V, max_rows, max_len, 0, err, errlen);
+}
+
+size_t pmt_model_arena_floats(const pmt_model *m) { return m->act ? m->act->arena_floats : 0; }
 
 void pmt_model_free(pmt_model *m) {
     if (m->act) {
@@ -393,8 +421,29 @@ void pmt_model_init_params(pmt_model *m, uint64_t seed) {
     }
 }
 
+/* Counted rows are copied from the forward pass; padding rows, which the
+ * forward pass skips, are computed here from the final decoder LN output
+ * (this is for tests and inspection, not for training). */
 void pmt_model_output_probs(const pmt_model *m, float *out) {
-    memcpy(out, m->act->logits, (size_t)m->act->B * m->act->T * m->V * sizeof(float));
+    const pmt_model_activations *A = m->act;
+    const size_t V = (size_t)m->V;
+    const int N = A->B * A->T;
+    if (A->logits_hold_grad) {
+        fprintf(stderr, "projmt: internal error: output probabilities requested after a training forward pass\n");
+        abort();
+    }
+    for (int i = 0, c = 0; i < N; i++) {
+        float *row = out + (size_t)i * V;
+        if (c < A->logit_rows && A->logit_row[c] == i) {
+            memcpy(row, A->logits + (size_t)c * V, V * sizeof(float));
+            c++;
+        } else {
+            const int32_t pad = PMT_PAD_ID;
+            float unused_loss;
+            linear_forward(row, A->dec_out + (size_t)i * m->C, m->wte, NULL, 1, m->C, m->V);
+            crossentropy_forward(&unused_loss, row, row, &pad, 1, m->V, 0.0f, PMT_PAD_ID, NULL);
+        }
+    }
 }
 
 const float *pmt_model_attention_weights(const pmt_model *m, int site, int layer) {
@@ -420,7 +469,9 @@ static void zero(float *p, size_t n) {
     }
 }
 
-void pmt_model_zero_grad(pmt_model *m) { zero(m->grads, m->n_params); }
+void pmt_model_zero_grad(pmt_model *m) {
+    if (m->grads) zero(m->grads, m->n_params);
+}
 
 /* Gradient pointer of a parameter pointer (same offset in the grads buffer). */
 static inline float *grad_of(const pmt_model *m, const float *param) {
@@ -458,23 +509,33 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
         linear_forward(a->q, a->ln, p->wq, p->bq, Nq, C, C);
         linear_forward(a->k, mem, p->wk, p->bk, Nk, C, C);
         linear_forward(a->v, mem, p->wv, p->bv, Nk, C, C);
+        const double t0 = pmt_profile_begin();
         attention_forward(a->att, a->probs, a->q, a->k, a->v, io->klen, io->causal,
                           io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
+        pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     } else if (!pmt_model_uses_poolattn(&m->cfg)) {
+        const double t0 = pmt_profile_begin();
         projattn_forward(a->att, a->probs, a->ln, mem, site_log_sigma(m, p), io->klen, io->causal,
                          io->B, io->Tq, io->Tk, C, NH);
+        pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     } else {
+        const double t0 = pmt_profile_begin();
         const poolattn_params pp = site_pool_params(m, p);
         poolattn_forward(a->att, a->probs, a->ln, mem, &pp, io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH,
                          m->act->pool_scratch, m->act->pool_scratch_floats);
+        pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     }
-    linear_forward(a->sub, a->att, p->wo, p->bo, Nq, C, C);
+    linear_forward(a->out, a->att, p->wo, p->bo, Nq, C, C);
 }
 
 static void ffn_sublayer_forward(pmt_model *m, const pmt_ffn_params *p, block_act *a, int N) {
-    linear_forward(a->h, a->ln, p->w1, p->b1, N, m->C, m->F);
-    relu_forward(a->h, a->h, (size_t)N * m->F);
-    linear_forward(a->sub, a->h, p->w2, p->b2, N, m->F, m->C);
+    linear_relu_forward(a->h, a->ln, p->w1, p->b1, N, m->C, m->F);
+    linear_forward(a->out, a->h, p->w2, p->b2, N, m->F, m->C);
+}
+
+/* The dropout probability of this pass: 0 unless training. */
+static float dropout_p(const pmt_model *m) {
+    return m->act->train && m->cfg.dropout > 0 ? (float)m->cfg.dropout : 0.0f;
 }
 
 /* x_out = x_in + dropout(sublayer(LN(x_in))). attn is NULL for an FFN block. */
@@ -485,23 +546,14 @@ static void block_forward(pmt_model *m, const pmt_attn_params *attn, const pmt_f
     layernorm_forward(a->ln, a->mean, a->rstd, x_in, ln_w, ln_b, N, C);
     if (attn) attention_sublayer_forward(m, attn, a, io);
     else ffn_sublayer_forward(m, ffn, a, N);
-    size_t n = (size_t)N * C;
-    if (m->act->train && m->cfg.dropout > 0) {
-        dropout_mask_fill(a->mask, n, (float)m->cfg.dropout, m->act->dropout_seed, io->dropout_stream);
-        dropout_forward(a->sub, a->sub, a->mask, n);
-    }
-    residual_forward(a->out, x_in, a->sub, n);
+    dropout_residual_forward(a->out, x_in, a->out, (size_t)N * C, dropout_p(m), m->act->dropout_seed,
+                             io->dropout_stream);
 }
 
 /* Embedding with sqrt(C) scale, sinusoidal positions and dropout. */
-static void embed_forward(pmt_model *m, float *x0, float *mask, const int32_t *ids, int B, int T,
-                          uint64_t stream) {
+static void embed_forward(pmt_model *m, float *x0, const int32_t *ids, int B, int T, uint64_t stream) {
     embedding_forward(x0, ids, m->wte, m->pos, B, T, m->C, (float)sqrt((double)m->C));
-    size_t n = (size_t)B * T * m->C;
-    if (m->act->train && m->cfg.dropout > 0) {
-        dropout_mask_fill(mask, n, (float)m->cfg.dropout, m->act->dropout_seed, stream);
-        dropout_forward(x0, x0, mask, n);
-    }
+    dropout_inplace_forward(x0, (size_t)B * T * m->C, dropout_p(m), m->act->dropout_seed, stream);
 }
 
 /* Dropout streams: a distinct id per dropout site so masks are independent. */
@@ -512,7 +564,7 @@ static uint64_t block_stream(int decoder, int layer, int block) {
 
 static void encoder_forward(pmt_model *m, const int32_t *src, const int32_t *src_len, int B, int S) {
     pmt_model_activations *A = m->act;
-    embed_forward(m, A->enc_x0, A->enc_mask0, src, B, S, STREAM_ENC_EMB);
+    embed_forward(m, A->enc_x0, src, B, S, STREAM_ENC_EMB);
     const float *x = A->enc_x0;
     for (int l = 0; l < m->cfg.enc_layers; l++) {
         block_io io = {B, S, S, NULL, src_len, 0, m->cfg.site_kind[PMT_SITE_ENC_SELF], block_stream(0, l, 0)};
@@ -526,7 +578,7 @@ static void encoder_forward(pmt_model *m, const int32_t *src, const int32_t *src
 
 static void decoder_forward(pmt_model *m, const pmt_batch *b) {
     pmt_model_activations *A = m->act;
-    embed_forward(m, A->dec_x0, A->dec_mask0, b->tgt_in, b->B, b->T, STREAM_DEC_EMB);
+    embed_forward(m, A->dec_x0, b->tgt_in, b->B, b->T, STREAM_DEC_EMB);
     const float *x = A->dec_x0;
     for (int l = 0; l < m->cfg.dec_layers; l++) {
         block_io self = {b->B, b->T, b->T, NULL, b->tgt_len, 1, m->cfg.site_kind[PMT_SITE_DEC_SELF], block_stream(1, l, 0)};
@@ -557,6 +609,10 @@ void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len, 
 
 double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t dropout_seed, pmt_stats *stats) {
     pmt_model_activations *A = m->act;
+    if (!m->grads && train) {
+        fprintf(stderr, "projmt: internal error: training forward pass on an inference-only model\n");
+        abort();
+    }
     check_batch_fits(m, b->B, b->S, b->T);
     A->B = b->B;
     A->S = b->S;
@@ -565,17 +621,39 @@ double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t d
     A->dropout_seed = dropout_seed;
     encoder_forward(m, b->src, b->src_len, b->B, b->S);
     decoder_forward(m, b);
-    const int N = b->B * b->T;
-    linear_forward(A->logits, A->dec_out, m->wte, NULL, N, m->C, m->V);
-    int correct = 0;
-    int counted = crossentropy_forward(A->loss_rows, A->logits, A->logits, b->tgt_out, N, m->V,
-                                       (float)m->cfg.label_smoothing, PMT_PAD_ID, &correct);
+    const int N = b->B * b->T, C = m->C;
+    /* Gather the counted rows (row order kept, so sums run as before). */
+    int Nc = 0;
+    for (int i = 0; i < N; i++)
+        if (b->tgt_out[i] != PMT_PAD_ID) {
+            A->logit_row[Nc] = i;
+            A->logit_tgt[Nc] = b->tgt_out[i];
+            Nc++;
+        }
+    A->logit_rows = Nc;
+#pragma omp parallel for schedule(static) if ((long)Nc * C > OPS_PAR_MIN)
+    for (int i = 0; i < Nc; i++)
+        memcpy(A->logit_in + (size_t)i * C, A->dec_out + (size_t)A->logit_row[i] * C, sizeof(float) * C);
+    linear_forward(A->logits, A->logit_in, m->wte, NULL, Nc, C, m->V);
+    int correct = 0, counted;
     double loss_sum = 0, nll_sum = 0;
-    for (int i = 0; i < N; i++) {
-        loss_sum += A->loss_rows[i];
-        int32_t y = b->tgt_out[i];
-        if (y != PMT_PAD_ID) {
-            double p = A->logits[(size_t)i * m->V + y];
+    /* Training: the logits become the (unscaled) gradient in the same pass
+     * that computes the loss; backward only applies the 1/tokens scale.
+     * Evaluation keeps the probabilities (pmt_model_output_probs). */
+    A->logits_hold_grad = train;
+    if (train) {
+        counted = crossentropy_fused(A->loss_rows, A->nll_rows, A->logits, A->logits, A->logit_tgt, Nc, m->V,
+                                     (float)m->cfg.label_smoothing, PMT_PAD_ID, &correct);
+        for (int i = 0; i < Nc; i++) {
+            loss_sum += A->loss_rows[i];
+            nll_sum += A->nll_rows[i];
+        }
+    } else {
+        counted = crossentropy_forward(A->loss_rows, A->logits, A->logits, A->logit_tgt, Nc, m->V,
+                                       (float)m->cfg.label_smoothing, PMT_PAD_ID, &correct);
+        for (int i = 0; i < Nc; i++) {
+            loss_sum += A->loss_rows[i];
+            double p = A->logits[(size_t)i * m->V + A->logit_tgt[i]];
             nll_sum += -log(p > 1e-30 ? p : 1e-30);
         }
     }
@@ -607,8 +685,10 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
         zero(A->d_q, (size_t)Nq * C);
         zero(A->d_k, (size_t)Nk * C);
         zero(A->d_v, (size_t)Nk * C);
+        const double t0 = pmt_profile_begin();
         attention_backward(A->d_q, A->d_k, A->d_v, A->d_att, a->probs, a->q, a->k, a->v, io->klen, io->causal,
                            io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
+        pmt_profile_end(PMT_PHASE_ATTENTION, t0);
         float *d_mem = io->memory ? d_memory : A->d_ln;
         linear_backward_set(A->d_ln, grad_of(m, p->wq), grad_of(m, p->bq), A->d_q, a->ln, p->wq, Nq, C, C);
         linear_backward(d_mem, grad_of(m, p->wk), grad_of(m, p->bk), A->d_k, mem, p->wk, Nk, C, C);
@@ -616,6 +696,7 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
     } else {
         zero(A->d_ln, (size_t)Nq * C);
         float *d_mem = io->memory ? d_memory : A->d_ln;   /* q = k (= v) in self-attention */
+        const double t0 = pmt_profile_begin();
         if (!pmt_model_uses_poolattn(&m->cfg)) {
             projattn_backward(A->d_ln, d_mem, grad_of(m, p->log_sigma), A->d_att, a->probs, a->ln, mem,
                               site_log_sigma(m, p), io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH);
@@ -625,6 +706,7 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
             poolattn_backward(A->d_ln, d_mem, &pg, A->d_att, a->probs, a->ln, mem, &pp, io->klen, io->causal,
                               io->B, io->Tq, io->Tk, C, NH, A->pool_scratch, A->pool_scratch_floats);
         }
+        pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     }
 }
 
@@ -648,8 +730,8 @@ static void block_backward(pmt_model *m, const pmt_attn_params *attn, const pmt_
     /* d(sublayer output): through the dropout mask, or d_stream itself (it
      * is only read before layernorm_backward updates it). */
     const float *d_sub = d_stream;
-    if (A->train && m->cfg.dropout > 0) {
-        dropout_backward_set(A->d_sub, d_stream, a->mask, n);
+    if (dropout_p(m) > 0) {
+        dropout_regen_backward_set(A->d_sub, d_stream, n, dropout_p(m), A->dropout_seed, io->dropout_stream);
         d_sub = A->d_sub;
     }
     if (attn) attention_sublayer_backward(m, attn, a, io, d_sub, d_memory);
@@ -659,12 +741,12 @@ static void block_backward(pmt_model *m, const pmt_attn_params *attn, const pmt_
                        x_in, ln_w, a->mean, a->rstd, N, C);
 }
 
-static void embed_backward(pmt_model *m, const float *d_stream, const float *mask, const int32_t *ids,
-                           int B, int T) {
+static void embed_backward(pmt_model *m, const float *d_stream, const int32_t *ids, int B, int T,
+                           uint64_t stream) {
     size_t n = (size_t)B * T * m->C;
     const float *d_emb = d_stream;
-    if (m->act->train && m->cfg.dropout > 0) {
-        dropout_backward_set(m->act->d_sub, d_stream, mask, n);
+    if (dropout_p(m) > 0) {
+        dropout_regen_backward_set(m->act->d_sub, d_stream, n, dropout_p(m), m->act->dropout_seed, stream);
         d_emb = m->act->d_sub;
     }
     embedding_backward(grad_of(m, m->wte), d_emb, ids, B, T, m->C, (float)sqrt((double)m->C));
@@ -672,10 +754,25 @@ static void embed_backward(pmt_model *m, const float *d_stream, const float *mas
 
 void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominator) {
     pmt_model_activations *A = m->act;
+    if (!m->grads) {
+        fprintf(stderr, "projmt: internal error: backward pass on an inference-only model\n");
+        abort();
+    }
     const int C = m->C, Nt = b->B * b->T, Ns = b->B * b->S;
-    crossentropy_backward(A->logits, A->logits, b->tgt_out, Nt, m->V, (float)m->cfg.label_smoothing,
-                          PMT_PAD_ID, (float)(1.0 / loss_denominator));
-    linear_backward_set(A->d_dec_out, grad_of(m, m->wte), NULL, A->logits, A->dec_out, m->wte, Nt, C, m->V);
+    const int Nc = A->logit_rows;
+    const float scale = (float)(1.0 / loss_denominator);
+    if (!A->logits_hold_grad)
+        crossentropy_backward(A->logits, A->logits, A->logit_tgt, Nc, m->V, (float)m->cfg.label_smoothing,
+                              PMT_PAD_ID, 1.0f);
+    /* d(counted rows) = scale · dlogits · wte into d_sub (free until the
+     * first block's backward), then scattered: padding rows of d_dec_out
+     * get exact zeros. */
+    linear_backward_scaled_set(A->d_sub, grad_of(m, m->wte), NULL, A->logits, A->logit_in, m->wte, Nc, C, m->V,
+                               scale);
+    zero(A->d_dec_out, (size_t)Nt * C);
+#pragma omp parallel for schedule(static) if ((long)Nc * C > OPS_PAR_MIN)
+    for (int i = 0; i < Nc; i++)
+        memcpy(A->d_dec_out + (size_t)A->logit_row[i] * C, A->d_sub + (size_t)i * C, sizeof(float) * C);
 
     /* decoder */
     int L = m->cfg.dec_layers;
@@ -686,15 +783,17 @@ void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominato
     zero(A->d_enc_out, (size_t)Ns * C);
     for (int l = L - 1; l >= 0; l--) {
         const float *x_in = l > 0 ? A->dec[l - 1].ffn.out : A->dec_x0;
-        block_io ffn = {b->B, b->T, b->T, NULL, NULL, 0, 0, 0};
+        block_io ffn = {b->B, b->T, b->T, NULL, NULL, 0, 0, block_stream(1, l, 2)};
         block_backward(m, NULL, &m->dec[l].ffn, &A->dec[l].ffn, A->dec[l].cross.out, &ffn, A->d_dec_stream, NULL);
-        block_io cross = {b->B, b->T, b->S, A->enc_out, b->src_len, 0, m->cfg.site_kind[PMT_SITE_DEC_CROSS], 0};
+        block_io cross = {b->B, b->T, b->S, A->enc_out, b->src_len, 0, m->cfg.site_kind[PMT_SITE_DEC_CROSS],
+                          block_stream(1, l, 1)};
         block_backward(m, &m->dec[l].cross, NULL, &A->dec[l].cross, A->dec[l].self.out, &cross, A->d_dec_stream,
                        A->d_enc_out);
-        block_io self = {b->B, b->T, b->T, NULL, b->tgt_len, 1, m->cfg.site_kind[PMT_SITE_DEC_SELF], 0};
+        block_io self = {b->B, b->T, b->T, NULL, b->tgt_len, 1, m->cfg.site_kind[PMT_SITE_DEC_SELF],
+                         block_stream(1, l, 0)};
         block_backward(m, &m->dec[l].self, NULL, &A->dec[l].self, x_in, &self, A->d_dec_stream, NULL);
     }
-    embed_backward(m, A->d_dec_stream, A->dec_mask0, b->tgt_in, b->B, b->T);
+    embed_backward(m, A->d_dec_stream, b->tgt_in, b->B, b->T, STREAM_DEC_EMB);
 
     /* encoder */
     L = m->cfg.enc_layers;
@@ -704,9 +803,11 @@ void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominato
                        enc_last, m->enc_ln_w, A->enc_mean, A->enc_rstd, Ns, C);
     for (int l = L - 1; l >= 0; l--) {
         const float *x_in = l > 0 ? A->enc[l - 1].ffn.out : A->enc_x0;
-        block_io io = {b->B, b->S, b->S, NULL, b->src_len, 0, m->cfg.site_kind[PMT_SITE_ENC_SELF], 0};
+        block_io io = {b->B, b->S, b->S, NULL, b->src_len, 0, m->cfg.site_kind[PMT_SITE_ENC_SELF],
+                       block_stream(0, l, 1)};
         block_backward(m, NULL, &m->enc[l].ffn, &A->enc[l].ffn, A->enc[l].self.out, &io, A->d_enc_stream, NULL);
+        io.dropout_stream = block_stream(0, l, 0);
         block_backward(m, &m->enc[l].self, NULL, &A->enc[l].self, x_in, &io, A->d_enc_stream, NULL);
     }
-    embed_backward(m, A->d_enc_stream, A->enc_mask0, b->src, b->B, b->S);
+    embed_backward(m, A->d_enc_stream, b->src, b->B, b->S, STREAM_ENC_EMB);
 }

@@ -74,7 +74,7 @@ typedef struct pmt_model {
     int n_tensors;
     size_t n_params;
     float *params;               /* [n_params] */
-    float *grads;                /* [n_params] */
+    float *grads;                /* [n_params]; NULL for an inference-only model */
 
     float *wte;                  /* [V, C] shared embedding / output projection */
     float *enc_ln_w, *enc_ln_b;  /* final encoder LayerNorm [C] */
@@ -92,7 +92,15 @@ typedef struct pmt_model {
  * positions. Returns 0, or -1 with a message in err (bad config, out of memory). */
 int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
                    char *err, size_t errlen);
+/* As pmt_model_init for translation and inspection: parameters and the
+ * forward activations, but no gradients (m->grads is NULL) and none of the
+ * backward scratch. pmt_model_encode and pmt_model_forward with train = 0
+ * work; a training forward pass or pmt_model_backward aborts. */
+int pmt_model_init_inference(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
+                             char *err, size_t errlen);
 void pmt_model_free(pmt_model *m);
+/* Floats in the activation arena (memory accounting, tests). */
+size_t pmt_model_arena_floats(const pmt_model *m);
 /* Number of parameters cfg would have for vocab V (no allocation). */
 size_t pmt_model_count_params(const pmt_config *cfg, int V);
 /* Matrix-product FLOPs of one training step (forward + backward = 3x forward)
@@ -126,8 +134,12 @@ double pmt_model_forward(pmt_model *m, const pmt_batch *batch, int train,
  * number of target tokens of the whole (accumulated / all-reduced) batch. */
 void pmt_model_backward(pmt_model *m, const pmt_batch *batch, double loss_denominator);
 void pmt_model_zero_grad(pmt_model *m);
-/* Copies the output distribution [B*T, V] of the last forward pass into out
- * (valid until pmt_model_backward, which reuses that buffer for dlogits). */
+/* Copies the output distribution [B*T, V] of the last forward pass, which
+ * must have been an evaluation pass (train = 0: a training pass turns the
+ * logits into their gradient at once), into out (valid until
+ * pmt_model_backward, which reuses that buffer for dlogits).
+ * Rows whose target is padding, which the forward pass skips, are computed
+ * by this call. */
 void pmt_model_output_probs(const pmt_model *m, float *out);
 
 /* Attention weights of the last forward pass at one site of one layer

@@ -51,6 +51,12 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
 void linear_backward(float *dinp, float *dw, float *db, const float *dout,
                      const float *inp, const float *w, int N, int IN, int OUT);
 
+/* ---- linear + bias + ReLU fused: out [N, OUT] = max(inp · wᵀ + b, 0) ----
+ * b [OUT] required. linear_forward then relu_forward up to fp32 rounding
+ * (a BLAS may accumulate the product onto the preloaded bias there).
+ * Backward: relu_backward_inplace, then linear_backward(_set). */
+void linear_relu_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT);
+
 /* ---- relu: out = max(inp, 0), n elements; backward uses the saved output ---- */
 void relu_forward(float *out, const float *inp, size_t n);
 void relu_backward(float *dinp, const float *dout, const float *out, size_t n);
@@ -67,10 +73,32 @@ void dropout_mask_fill(float *mask, size_t n, float p, uint64_t seed, uint64_t s
 void dropout_forward(float *out, const float *inp, const float *mask, size_t n);
 void dropout_backward(float *dinp, const float *dout, const float *mask, size_t n);
 
+/* ---- dropout with a regenerated mask (the model's training path) ----
+ * The mask of dropout_mask_fill(p, seed, stream) is recomputed per element
+ * from the counter-based stream instead of being stored: no [N, C] mask
+ * buffer per site, and the forward dropout is fused with the residual add.
+ * dropout_residual_forward: out = a + sub ⊙ mask (out may alias a or sub;
+ * p <= 0: out = a + sub). dropout_inplace_forward: x = x ⊙ mask.
+ * dropout_regen_backward_set: dinp = dout ⊙ mask (SET, see below). */
+void dropout_residual_forward(float *out, const float *a, const float *sub, size_t n, float p,
+                              uint64_t seed, uint64_t stream);
+void dropout_inplace_forward(float *x, size_t n, float p, uint64_t seed, uint64_t stream);
+void dropout_regen_backward_set(float *dinp, const float *dout, size_t n, float p, uint64_t seed,
+                                uint64_t stream);
+
 /* ---- attention masks ----
  * Key j of sentence b is visible to query t iff j < klen[b] and (!causal || j <= t).
  * Masked logits are -INFINITY before a max-subtracted softmax; a row with no
  * visible key gets all-zero weights (and zero output), never NaN. */
+
+/* ---- attention scratch ----
+ * The attention kernels keep per-thread scratch (transposed operands, a
+ * [T, S] gradient block per (b, h)) in one process-wide heap buffer, not on
+ * the stack, whose size an OpenMP worker cannot grow. Reserve it once for
+ * the largest query length T, key length S and head size HS to be used
+ * (the model and the decoder do at init); a kernel called with a larger
+ * shape or more threads grows it itself. 0, or -1 when out of memory. */
+int attention_scratch_reserve(int T, int S, int HS);
 
 /* ---- standard scaled dot-product attention (per head) ----
  * out [B*T, C] = concat_h softmax(q_h k_hᵀ * scale + mask) v_h
@@ -166,6 +194,18 @@ int crossentropy_forward(float *loss, float *probs, const float *logits,
 void crossentropy_backward(float *dlogits, const float *probs, const int32_t *targets,
                            int N, int V, float eps, int32_t ignore_id, float dloss_scale);
 
+/* ---- cross-entropy forward and backward fused per logits row (training) ----
+ * As crossentropy_forward then crossentropy_backward with dloss_scale = 1,
+ * in one visit of each row (llm.c's fused classifier): the row's softmax is
+ * turned into the gradient while it is in cache, instead of a second pass
+ * over the [N, V] buffer in backward. dlogits [N, V] = p − q, UNSCALED (the
+ * caller applies the 1/tokens scale, e.g. as the α of the next GEMM), 0 for
+ * ignored rows; it may alias logits. nll [N] (may be NULL): −log p[target]
+ * = lse − logit[target] for counted rows, 0 otherwise. Returns the number
+ * of counted rows; *correct as crossentropy_forward. */
+int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *logits, const int32_t *targets,
+                       int N, int V, float eps, int32_t ignore_id, int *correct);
+
 /* ---- overwrite variants for the model's scratch gradients ----
  * ops.h kernels accumulate into their gradients (the caller zeroes them).
  * For the model's per-block scratch gradients that means a memset before
@@ -177,6 +217,10 @@ void crossentropy_backward(float *dlogits, const float *probs, const int32_t *ta
 /* As linear_backward, but dinp = dout · w (sgemm beta = 0); dinp may be NULL. */
 void linear_backward_set(float *dinp, float *dw, float *db, const float *dout,
                          const float *inp, const float *w, int N, int IN, int OUT);
+/* As linear_backward_set for the gradient α · dout (α folded into the GEMMs:
+ * the fused cross-entropy leaves the 1/tokens scale to this call). */
+void linear_backward_scaled_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                const float *w, int N, int IN, int OUT, float alpha);
 /* d = out > 0 ? d : 0 in place: relu_backward of d into a zeroed buffer. */
 void relu_backward_inplace(float *d, const float *out, size_t n);
 /* dinp = dout * mask. */
@@ -194,6 +238,17 @@ void attention_forward_few_queries(float *out, float *probs, const float *q, con
 void projattn_forward_few_queries(float *out, float *probs, const float *q, const float *k,
                                   const float *log_sigma, const int32_t *klen, int causal,
                                   int B, int T, int S, int C, int NH);
+
+/* ---- decoder self-attention over a cache with a position → row table ----
+ * One query per row r of q [R, C]; its keys are j = 0..nkeys-1, key j being
+ * position j of cache row map[j*ld_map + r] in kcache/vcache [rows, cap, C]
+ * (row-major: (row*cap + j)*C). probs [R, NH, cap] (positions >= nkeys 0).
+ * Same values as the few-queries kernels on a cache gathered by the table,
+ * bit for bit. projattn: values = keys, σ from log_sigma [NH]. */
+void attention_forward_cached(float *out, float *probs, const float *q, const float *kcache, const float *vcache,
+                              const int32_t *map, int ld_map, int R, int nkeys, int cap, int C, int NH, float scale);
+void projattn_forward_cached(float *out, float *probs, const float *q, const float *kcache, const int32_t *map,
+                             int ld_map, const float *log_sigma, int R, int nkeys, int cap, int C, int NH);
 
 /* ---- log-normalisers of logit rows (the decoder's search) ----
  * lse [R] = log Σ_v exp(logits[r, v]) over logits [R, V], max-subtracted, so

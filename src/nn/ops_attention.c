@@ -8,7 +8,7 @@
  * and packing than on arithmetic. Each (b, h) is one OpenMP task that works
  * on L1-resident slices with small_gemm (C += α·A·B, register-blocked 4 rows
  * × 16 columns, one AVX-512 vector); operands that are needed transposed
- * (Kᵀ, Vᵀ, dlogitsᵀ, Pᵀ) are first copied into small stack scratch. Per-row
+ * (Kᵀ, Vᵀ, dlogitsᵀ, Pᵀ) are first copied into per-thread scratch. Per-row
  * dot-product loops were several times slower: their horizontal reductions
  * and store-to-load chains on the output row dominated.
  *
@@ -30,7 +30,61 @@
 #include "nn/ops_internal.h"
 
 #include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* ---- per-thread scratch ----
+ * Each (b, h) task needs transposed copies and a [T, S] gradient block:
+ * HS·S + 2·T·S + 2·(T + S) floats, 8.6 MB at T = S = 1024. On the stack
+ * that could overflow an OpenMP worker's stack (often 2–8 MB), so it lives
+ * in one heap buffer, a slice per thread, reserved once for the largest
+ * shapes by the model and the decoder (attention_scratch_reserve) and only
+ * checked by the kernels. It is process-wide (released at exit) and only
+ * grows; kernels and the reservation are called from serial code, as every
+ * ops.h kernel. */
+static float *scratch_buf;
+static size_t scratch_per_thread;   /* floats per thread slice */
+static int scratch_threads;
+
+static size_t scratch_need(int T, int S, int HS) {
+    const size_t t = (size_t)(T > 0 ? T : 0), k = (size_t)(S > 0 ? S : 0);
+    return (size_t)HS * k + 2 * t * k + 2 * (t + k) + 64;   /* + one slot per buffer for empty shapes */
+}
+
+int attention_scratch_reserve(int T, int S, int HS) {
+    const size_t need = scratch_need(T, S, HS);
+    const int threads = omp_get_max_threads();
+    if (need <= scratch_per_thread && threads <= scratch_threads) return 0;
+    const size_t per = need > scratch_per_thread ? need : scratch_per_thread;
+    const int nt = threads > scratch_threads ? threads : scratch_threads;
+    float *buf = malloc(per * (size_t)nt * sizeof(float));
+    if (!buf) return -1;
+    free(scratch_buf);
+    scratch_buf = buf;
+    scratch_per_thread = per;
+    scratch_threads = nt;
+    return 0;
+}
+
+/* Called before each parallel region. The model and the decoder reserve
+ * for their max_len at init, so in training and decoding this is one
+ * compare; a direct caller of the kernels (tests, tools) that did not
+ * reserve gets the buffer grown here, once per larger shape or thread
+ * count. Out of memory there is fatal (the kernels return nothing). */
+static void scratch_check(int T, int S, int HS) {
+    if (scratch_need(T, S, HS) <= scratch_per_thread && omp_get_max_threads() <= scratch_threads) return;
+    if (attention_scratch_reserve(T, S, HS) == 0) return;
+    fprintf(stderr, "projmt: out of memory for the attention scratch (T=%d S=%d HS=%d, %d threads)\n", T, S, HS,
+            omp_get_max_threads());
+    abort();
+}
+
+/* This thread's slice of the scratch buffer. */
+static inline float *scratch_slice(void) {
+    return scratch_buf + (size_t)omp_get_thread_num() * scratch_per_thread;
+}
 
 /* In place over row [S]: softmax of the logits row[0..nvis-1] with the max
  * subtracted (no overflow), normaliser summed in double; row[nvis..S-1] are
@@ -168,6 +222,7 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
                                    const float *v, const int32_t *klen, int causal,
                                    int B, int T, int S, int C, int NH, float scale, int dots) {
     const int HS = C / NH;
+    scratch_check(T, S, HS);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -176,7 +231,7 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
             const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
             float *oh = HEAD(out, (size_t)b * T, C, h, HS);
-            float kT[dots ? 1 : HS * Sv + 1];
+            float *kT = scratch_slice();   /* [HS, Sv] */
             memset(p, 0, sizeof(float) * T * S);
             if (dots) {
                 scores_by_dots(p, S, qh, kh, scale, T, Sv, C, HS);
@@ -212,12 +267,13 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         const float *v, const int32_t *klen, int causal,
                         int B, int T, int S, int C, int NH, float scale) {
     const int HS = C / NH;
+    scratch_check(T, S, HS);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             /* g is [T, Sv] here: keys beyond the prefix get no gradient. */
             const int Sv = key_prefix(klen[b], S);
-            float vT[HS * Sv + 1], g[T * Sv + 1], tr[Sv * T + 1];
+            float *vT = scratch_slice(), *g = vT + (size_t)HS * Sv, *tr = g + (size_t)T * Sv;   /* [HS,Sv] [T,Sv] [Sv,T] */
             const float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
@@ -274,12 +330,13 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
                                   const float *log_sigma, const int32_t *klen, int causal,
                                   int B, int T, int S, int C, int NH, int dots) {
     const int HS = C / NH;
+    scratch_check(T, S, HS);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             /* Only the visible key prefix: its norms, distances, weights. */
             const int Sv = key_prefix(klen[b], S);
-            float qn[T + 1], kn[Sv + 1], kT[dots ? 1 : HS * Sv + 1];
+            float *qn = scratch_slice(), *kn = qn + T + 1, *kT = kn + Sv + 1;   /* [T] [Sv] [HS, Sv] */
             const float c = inv_two_sigma2(log_sigma, h);
             float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
@@ -334,7 +391,10 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
     const int HS = C / NH;
     /* Keys beyond the visible prefix get no gradient: g is [T, Sv]. */
     const int Sv = key_prefix(klen, S);
-    float kT[HS * Sv + 1], g[T * Sv + 1], tr[Sv * T + 1], rsum[T + 1], csum[Sv + 1];
+    /* [HS, Sv] [T, Sv] [Sv, T] [T] [Sv] from this thread's scratch; qn/kn below reuse rsum/csum's room
+     * before those are filled. */
+    float *kT = scratch_slice(), *g = kT + (size_t)HS * Sv, *tr = g + (size_t)T * Sv;
+    float *rsum = tr + (size_t)Sv * T, *csum = rsum + T + 1;
     const float *p = probs + ((size_t)b * NH + h) * T * S;
     const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
     const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
@@ -346,7 +406,7 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
 
     double dsig = 0.0;
     if (want_sigma) {
-        float qn[T + 1], kn[Sv + 1];
+        float *qn = rsum, *kn = csum;   /* rsum/csum are written only after this block */
         head_norms(qn, q, (size_t)b * T, T, C, h, HS);
         head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
         sq_distances(tr, Sv, qh, kT, qn, kn, T, Sv, C, HS); /* tr as [T, Sv] scratch */
@@ -404,6 +464,7 @@ void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dou
                        int B, int T, int S, int C, int NH) {
     const int ntask = B * NH;
     const int want_sigma = dlog_sigma != NULL;
+    scratch_check(T, S, C / NH);
     double part[PROJ_TASKS_PER_ROUND], sig[NH > 0 ? NH : 1];
     for (int h = 0; h < NH; h++) sig[h] = 0.0;
     for (int base = 0; base < ntask; base += PROJ_TASKS_PER_ROUND) {
@@ -421,4 +482,66 @@ void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dou
     if (want_sigma)
         for (int h = 0; h < NH; h++)
             if (log_sigma[h] >= PMT_LOG_SIGMA_MIN && log_sigma[h] <= PMT_LOG_SIGMA_MAX) dlog_sigma[h] += (float)sig[h];
+}
+
+/* ---- decoder self-attention over a cache addressed by a row table ----
+ * One query per hypothesis row r (T = 1). Key j of row r is position j of
+ * cache row map[j·ld_map + r]: beam search reorders hypotheses by rewriting
+ * this table of ints instead of copying every cached position of every row
+ * at every step (which made a sentence's decoding quadratic in its output
+ * length in bytes moved). The arithmetic is that of the few-queries kernels
+ * above, in the same order, so both give the same bits for the same keys. */
+
+/* One (r, h): p [nkeys] scores then weights (tail to cap zeroed), out_h = Σ_j p_j val_j.
+ * kind: 0 standard (scale · q·k), 1 projection (−c (|q|² + |k|² − 2 q·k)). */
+static void cached_head(float *outh, float *p, const float *qh, const float *kcache, const float *vcache,
+                        const int32_t *map, int ld_map, int r, int nkeys, int cap, int C, int HS, int projection,
+                        float scale_or_c) {
+    const float qn = projection ? ops_dot(qh, qh, HS) : 0.0f;
+    for (int j = 0; j < nkeys; j++) {
+        const float *kj = kcache + ((size_t)map[(size_t)j * ld_map + r] * cap + j) * C;
+        if (projection) {
+            float s = -2.0f * ops_dot(qh, kj, HS);
+            s += qn + ops_dot(kj, kj, HS);
+            p[j] = s * -scale_or_c;
+        } else {
+            p[j] = scale_or_c * ops_dot(qh, kj, HS);
+        }
+    }
+    masked_softmax_row(p, nkeys, cap);
+    float acc[HS];
+    for (int d = 0; d < HS; d++) acc[d] = 0.0f;
+    for (int j = 0; j < nkeys; j++) {
+        const float *vj = vcache + ((size_t)map[(size_t)j * ld_map + r] * cap + j) * C;
+        const float pj = p[j];
+#pragma omp simd
+        for (int d = 0; d < HS; d++) acc[d] += pj * vj[d];
+    }
+    /* As small_gemm stores into the zeroed output: 0 + 1·acc (−0 becomes +0). */
+#pragma omp simd
+    for (int d = 0; d < HS; d++) outh[d] = 0.0f + 1.0f * acc[d];
+}
+
+/* out [R, C], probs [R, NH, cap], q [R, C], kcache/vcache [rows, cap, C],
+ * map [nkeys, ld_map]. */
+void attention_forward_cached(float *out, float *probs, const float *q, const float *kcache, const float *vcache,
+                              const int32_t *map, int ld_map, int R, int nkeys, int cap, int C, int NH, float scale) {
+    const int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static) if ((long)R * nkeys * C > OPS_PAR_MIN)
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < NH; h++)
+            cached_head(HEAD(out, r, C, h, HS), probs + ((size_t)r * NH + h) * cap, HEAD(q, r, C, h, HS),
+                        kcache + (size_t)h * HS, vcache + (size_t)h * HS, map, ld_map, r, nkeys, cap, C, HS, 0, scale);
+}
+
+/* As attention_forward_cached with projection logits; values = keys. */
+void projattn_forward_cached(float *out, float *probs, const float *q, const float *kcache, const int32_t *map,
+                             int ld_map, const float *log_sigma, int R, int nkeys, int cap, int C, int NH) {
+    const int HS = C / NH;
+#pragma omp parallel for collapse(2) schedule(static) if ((long)R * nkeys * C > OPS_PAR_MIN)
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < NH; h++)
+            cached_head(HEAD(out, r, C, h, HS), probs + ((size_t)r * NH + h) * cap, HEAD(q, r, C, h, HS),
+                        kcache + (size_t)h * HS, kcache + (size_t)h * HS, map, ld_map, r, nkeys, cap, C, HS, 1,
+                        inv_two_sigma2(log_sigma, h));
 }

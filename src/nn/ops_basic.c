@@ -8,13 +8,13 @@
  *     embedding scatter) are parallel over COLUMN blocks instead: each
  *     gradient element is then summed by one thread in row order, so results
  *     are race-free and bit-identical for any thread count.
- *   - GEMMs go to OpenBLAS (OpenMP build, sharing our thread pool); backward
+ *   - GEMMs go through nn/gemm.h (oneDNN or OpenBLAS, on our thread pool); backward
  *     calls use beta = 1 so gradients accumulate as ops.h requires.
  */
 #include "nn/ops.h"
 #include "nn/ops_internal.h"
+#include "nn/gemm.h"
 
-#include <cblas.h>
 #include <math.h>
 
 /* ---- embedding ---- */
@@ -157,25 +157,39 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OUT, b, sizeof(float) * OUT);
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN,
-                1.0f, inp, IN, w, IN, beta, out, OUT);
+    pmt_sgemm(0, 1, N, OUT, IN, 1.0f, inp, IN, w, IN, beta, out, OUT);
 }
 
-/* dinp [N, IN] = dinp_beta · dinp + dout · w; dw [OUT, IN] += doutᵀ · inp;
- * db [OUT] += Σ_n dout. dinp_beta is 1 (accumulate, ops.h) or 0 (set). */
+/* out [N, OUT] = max(inp · wᵀ + b, 0): the GEMM writes (beta = 0) and one
+ * pass adds the bias and applies the ReLU, instead of a bias broadcast
+ * before the GEMM and a ReLU pass after it (two passes over [N, OUT]). */
+void linear_relu_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT) {
+    if (N <= 0 || OUT <= 0) return;
+    pmt_sgemm(0, 1, N, OUT, IN, 1.0f, inp, IN, w, IN, 0.0f, out, OUT);
+#pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * OUT;
+#pragma omp simd
+        for (int j = 0; j < OUT; j++) {
+            const float x = o[j] + b[j];
+            o[j] = x > 0.0f ? x : 0.0f;
+        }
+    }
+}
+
+/* dinp [N, IN] = dinp_beta · dinp + α · dout · w; dw [OUT, IN] += α · doutᵀ · inp;
+ * db [OUT] += α · Σ_n dout. dinp_beta is 1 (accumulate, ops.h) or 0 (set). */
 static void linear_backward_beta(float *dinp, float *dw, float *db, const float *dout,
                                  const float *inp, const float *w, int N, int IN, int OUT,
-                                 float dinp_beta) {
+                                 float dinp_beta, float alpha) {
     if (N <= 0 || IN <= 0) return;
     if (OUT <= 0) {
         if (dinp && dinp_beta == 0.0f) memset(dinp, 0, sizeof(float) * (size_t)N * IN);
         return;
     }
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT,
-                    1.0f, dout, OUT, w, IN, dinp_beta, dinp, IN);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N,
-                1.0f, dout, OUT, inp, IN, 1.0f, dw, IN);
+        pmt_sgemm(0, 0, N, IN, OUT, alpha, dout, OUT, w, IN, dinp_beta, dinp, IN);
+    pmt_sgemm(1, 0, OUT, IN, N, alpha, dout, OUT, inp, IN, 1.0f, dw, IN);
     if (!db) return;
     const int nblk = (OUT + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
 #pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
@@ -188,18 +202,23 @@ static void linear_backward_beta(float *dinp, float *dw, float *db, const float 
 #pragma omp simd
             for (int i = 0; i < w_; i++) acc[i] += d[i];
         }
-        for (int i = 0; i < w_; i++) db[c0 + i] += (float)acc[i];
+        for (int i = 0; i < w_; i++) db[c0 + i] += alpha * (float)acc[i];
     }
 }
 
 void linear_backward(float *dinp, float *dw, float *db, const float *dout,
                      const float *inp, const float *w, int N, int IN, int OUT) {
-    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 1.0f);
+    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 1.0f, 1.0f);
 }
 
 void linear_backward_set(float *dinp, float *dw, float *db, const float *dout,
                          const float *inp, const float *w, int N, int IN, int OUT) {
-    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f);
+    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f, 1.0f);
+}
+
+void linear_backward_scaled_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                                const float *w, int N, int IN, int OUT, float alpha) {
+    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f, alpha);
 }
 
 /* ---- relu ---- */
@@ -251,20 +270,62 @@ static inline uint64_t mix64(uint64_t x) {
 
 /* Counter-based: mask[i] is a pure function of (seed, stream, i) — element
  * i of the splitmix64 sequence keyed by (seed, stream) — so the mask is the
- * same for any thread count and any chunking, and a resumed run can
- * regenerate it. The top 24 bits are compared with p·2^24 in integers. */
-void dropout_mask_fill(float *mask, size_t n, float p, uint64_t seed, uint64_t stream) {
-    const uint64_t key = mix64(seed + GOLDEN_GAMMA * (mix64(stream + GOLDEN_GAMMA) | 1u));
-    uint64_t thr;
+ * same for any thread count and any chunking, and a resumed run (or the
+ * backward pass) can regenerate it instead of storing it. The top 24 bits
+ * are compared with p·2^24 in integers. */
+typedef struct dropout_stream_t {
+    uint64_t key, thr;
     float keep;
-    if (!(p > 0.0f)) { thr = 0; keep = 1.0f; }
-    else if (p >= 1.0f) { thr = 1ull << 24; keep = 0.0f; }
-    else { thr = (uint64_t)((double)p * 16777216.0); keep = (float)(1.0 / (1.0 - (double)p)); }
+} dropout_stream_t;
+
+static dropout_stream_t dropout_stream_init(float p, uint64_t seed, uint64_t stream) {
+    dropout_stream_t d;
+    d.key = mix64(seed + GOLDEN_GAMMA * (mix64(stream + GOLDEN_GAMMA) | 1u));
+    if (!(p > 0.0f)) { d.thr = 0; d.keep = 1.0f; }
+    else if (p >= 1.0f) { d.thr = 1ull << 24; d.keep = 0.0f; }
+    else { d.thr = (uint64_t)((double)p * 16777216.0); d.keep = (float)(1.0 / (1.0 - (double)p)); }
+    return d;
+}
+
+/* mask[i]: 0 or 1/(1-p). */
+static inline float dropout_mask_at(const dropout_stream_t *d, size_t i) {
+    const uint64_t u = mix64(d->key + GOLDEN_GAMMA * (uint64_t)(i + 1)) >> 40;
+    return u < d->thr ? 0.0f : d->keep;
+}
+
+void dropout_mask_fill(float *mask, size_t n, float p, uint64_t seed, uint64_t stream) {
+    const dropout_stream_t d = dropout_stream_init(p, seed, stream);
 #pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        const uint64_t u = mix64(key + GOLDEN_GAMMA * (uint64_t)(i + 1)) >> 40;
-        mask[i] = u < thr ? 0.0f : keep;
+    for (size_t i = 0; i < n; i++) mask[i] = dropout_mask_at(&d, i);
+}
+
+/* out = a + sub ⊙ mask in one pass, the mask regenerated (never stored);
+ * out may alias a or sub. p <= 0 is a plain residual add. */
+void dropout_residual_forward(float *out, const float *a, const float *sub, size_t n, float p,
+                              uint64_t seed, uint64_t stream) {
+    if (!(p > 0.0f)) {
+        residual_forward(out, a, sub, n);
+        return;
     }
+    const dropout_stream_t d = dropout_stream_init(p, seed, stream);
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + sub[i] * dropout_mask_at(&d, i);
+}
+
+/* x = x ⊙ mask in place, the mask regenerated (the embedding dropout). */
+void dropout_inplace_forward(float *x, size_t n, float p, uint64_t seed, uint64_t stream) {
+    if (!(p > 0.0f)) return;
+    const dropout_stream_t d = dropout_stream_init(p, seed, stream);
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] *= dropout_mask_at(&d, i);
+}
+
+/* dinp = dout ⊙ mask (SET), the mask of (p, seed, stream) regenerated. */
+void dropout_regen_backward_set(float *dinp, const float *dout, size_t n, float p, uint64_t seed,
+                                uint64_t stream) {
+    const dropout_stream_t d = dropout_stream_init(p, seed, stream);
+#pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
+    for (size_t i = 0; i < n; i++) dinp[i] = dout[i] * dropout_mask_at(&d, i);
 }
 
 /* out may alias inp: the update is elementwise. */

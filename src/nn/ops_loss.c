@@ -20,6 +20,31 @@
  * comes soon after the first maximal logit. */
 #define CE_SCAN_BLOCK 128
 
+/* One row's max, Σ logits, first argmax (early-exit scan in vectorised
+ * blocks: half a row on average, instead of a compare/select/min per
+ * element of the exp loop). */
+static void row_stats(const float *l, int V, float *mx_out, double *suml_out, int *amax_out) {
+    float mx = -INFINITY;
+    double suml = 0.0;
+#pragma omp simd reduction(max : mx) reduction(+ : suml)
+    for (int j = 0; j < V; j++) {
+        mx = l[j] > mx ? l[j] : mx;
+        suml += l[j];
+    }
+    int amax = V;
+    for (int j0 = 0; j0 < V && amax == V; j0 += CE_SCAN_BLOCK) {
+        const int j1 = j0 + CE_SCAN_BLOCK < V ? j0 + CE_SCAN_BLOCK : V;
+#pragma omp simd reduction(min : amax)
+        for (int j = j0; j < j1; j++) {
+            const int cand = l[j] == mx ? j : V;
+            amax = cand < amax ? cand : amax;
+        }
+    }
+    *mx_out = mx;
+    *suml_out = suml;
+    *amax_out = amax;
+}
+
 /* loss [N], probs [N, V] (may alias logits), logits [N, V], targets [N].
  * Returns the number of rows with target != ignore_id; *correct (if not NULL)
  * gets how many of those have argmax (first maximal index) == target.
@@ -34,27 +59,12 @@ int crossentropy_forward(float *loss, float *probs, const float *logits,
         float *p = probs + (size_t)n * V;
         const int32_t tg = targets[n];
         const int counts = tg != ignore_id;
-        float mx = -INFINITY;
-        double suml = 0.0;
-#pragma omp simd reduction(max : mx) reduction(+ : suml)
-        for (int j = 0; j < V; j++) {
-            mx = l[j] > mx ? l[j] : mx;
-            suml += l[j];
-        }
-        /* Read before p (possibly the same memory) is overwritten: the
-         * target logit, and the first index holding the max, found by an
-         * early-exit scan in vectorised blocks (half a row on average,
-         * instead of a compare/select/min per element of the exp loop). */
+        float mx;
+        double suml;
+        int amax;
+        row_stats(l, V, &mx, &suml, &amax);
+        /* Read before p (possibly the same memory) is overwritten. */
         const float ltg = counts ? l[tg] : 0.0f;
-        int amax = V;
-        for (int j0 = 0; j0 < V && amax == V; j0 += CE_SCAN_BLOCK) {
-            const int j1 = j0 + CE_SCAN_BLOCK < V ? j0 + CE_SCAN_BLOCK : V;
-#pragma omp simd reduction(min : amax)
-            for (int j = j0; j < j1; j++) {
-                const int cand = l[j] == mx ? j : V;
-                amax = cand < amax ? cand : amax;
-            }
-        }
         const double sume = ops_softmax_from_max(p, l, V, mx);
         if (counts) {
             const double lse = (double)mx + log(sume);
@@ -64,6 +74,51 @@ int crossentropy_forward(float *loss, float *probs, const float *logits,
         } else {
             loss[n] = 0.0f;
         }
+    }
+    if (correct) *correct = ncorrect;
+    return counted;
+}
+
+/* See ops.h. Per row: stats (one read), exp into d with the sum (one
+ * write), then d = e/Σ − ε/V in place (one read-modify-write), and the
+ * target's −(1−ε). */
+int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *logits, const int32_t *targets,
+                       int N, int V, float eps, int32_t ignore_id, int *correct) {
+    int counted = 0, ncorrect = 0;
+    const float off = eps / V;
+#pragma omp parallel for schedule(static) reduction(+ : counted, ncorrect)
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * V;
+        float *d = dlogits + (size_t)n * V;
+        const int32_t tg = targets[n];
+        if (tg == ignore_id) {
+#pragma omp simd
+            for (int j = 0; j < V; j++) d[j] = 0.0f;
+            loss[n] = 0.0f;
+            if (nll) nll[n] = 0.0f;
+            continue;
+        }
+        float mx;
+        double suml;
+        int amax;
+        row_stats(l, V, &mx, &suml, &amax);
+        const float ltg = l[tg];
+        double sume = 0.0;
+#pragma omp simd reduction(+ : sume)
+        for (int j = 0; j < V; j++) {
+            const float e = ops_exp_nonpos(l[j] - mx);
+            d[j] = e;
+            sume += e;
+        }
+        const float inv = (float)(1.0 / sume);
+#pragma omp simd
+        for (int j = 0; j < V; j++) d[j] = d[j] * inv - off;
+        d[tg] -= 1.0f - eps;
+        const double lse = (double)mx + log(sume);
+        loss[n] = (float)(lse - (1.0 - eps) * (double)ltg - ((double)eps / V) * suml);
+        if (nll) nll[n] = (float)(lse - (double)ltg);
+        counted += 1;
+        ncorrect += amax == tg;
     }
     if (correct) *correct = ncorrect;
     return counted;

@@ -37,10 +37,10 @@
  * (no visible key) is all zeros, as everywhere.
  */
 #include "nn/ops.h"
+#include "nn/gemm.h"
 #include "nn/ops_internal.h"
 
 #include <assert.h>
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -132,15 +132,6 @@ static void metric_map(float *z, float *inv, const float *x, size_t r0, int n, c
     }
 }
 
-/* c [M, N] = alpha · op(a) · op(b) + beta · c, row-major (sgemm). Called
- * inside the per-task OpenMP loop, where OpenBLAS runs single-threaded. */
-static void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *a, int lda,
-                 const float *b, int ldb, float beta, float *c, int ldc) {
-    if (M <= 0 || N <= 0 || K <= 0) return;
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
 /* y[0..HS) += a · x[0..HS). */
 static inline void axpy(float *y, float a, const float *x, int HS) {
 #pragma omp simd
@@ -159,7 +150,7 @@ static void head_distances(float *r, int ldr, head_ws *w, const float *q, const 
     for (int t = 0; t < T; t++) w->qn[t] = dot ? 0.0f : ops_dot(w->zq + (size_t)t * HS, w->zq + (size_t)t * HS, HS);
     for (int j = 0; j < Sv; j++) w->kn[j] = dot ? 0.0f : ops_dot(w->zk + (size_t)j * HS, w->zk + (size_t)j * HS, HS);
     const float s2 = inv_sigma2(p, h);
-    gemm(0, 1, T, Sv, HS, 1.0f, w->zq, HS, w->zk, HS, 0.0f, r, ldr);
+    pmt_sgemm_in_task(0, 1, T, Sv, HS, 1.0f, w->zq, HS, w->zk, HS, 0.0f, r, ldr);
     for (int t = 0; t < T; t++) {
         float *row = r + (size_t)t * ldr;
         const float qn = w->qn[t];
@@ -250,7 +241,7 @@ void poolattn_forward(float *out, float *weights, const float *q, const float *k
         float *o = head_row(out, (size_t)b * T, C, h, HS);
         if (Sv == 0)
             for (int t = 0; t < T; t++) memset(o + (size_t)t * C, 0, sizeof(float) * (size_t)HS);
-        gemm(0, 0, T, HS, Sv, 1.0f, pw, S, head_row(k, (size_t)b * S, C, h, HS), C, 0.0f, o, C);
+        pmt_sgemm_in_task(0, 0, T, HS, Sv, 1.0f, pw, S, head_row(k, (size_t)b * S, C, h, HS), C, 0.0f, o, C);
     }
 }
 
@@ -313,12 +304,12 @@ static void head_backward(float *dq, float *dk, const float *dout, const float *
     memset(w->part, 0, sizeof(float) * (size_t)(HS + 2));
     const float *douth = head_row(dout, (size_t)b * T, C, h, HS), *kh = head_row(k, (size_t)b * S, C, h, HS);
     /* value path: dk_j += Σ_t w_tj dout_t (values = the raw keys) */
-    gemm(1, 0, Sv, HS, T, 1.0f, pw, S, douth, C, 1.0f, head_row(dk, (size_t)b * S, C, h, HS), C);
+    pmt_sgemm_in_task(1, 0, Sv, HS, T, 1.0f, pw, S, douth, C, 1.0f, head_row(dk, (size_t)b * S, C, h, HS), C);
     if (p->kernel != PMT_KERNEL_GAUSSIAN && p->kernel != PMT_KERNEL_EPANECHNIKOV) return;
     if (Sv == 0) return;
 
     head_distances(w->r, Sv, w, q, k, p, b, h, T, S, Sv, C, HS);
-    gemm(0, 1, T, Sv, HS, 1.0f, douth, C, kh, C, 0.0f, w->g, Sv);   /* dL/dweights */
+    pmt_sgemm_in_task(0, 1, T, Sv, HS, 1.0f, douth, C, kh, C, 0.0f, w->g, Sv);   /* dL/dweights */
     const float s2 = inv_sigma2(p, h);
     double dsig = 0.0;
     for (int t = 0; t < T; t++) {
@@ -338,8 +329,8 @@ static void head_backward(float *dq, float *dk, const float *dout, const float *
         w->cs[j] = (float)cs;
     }
     /* dz_q = −2 dD z_k (+ 2 rowsum(dD) z_q), dz_k = −2 dDᵀ z_q (+ 2 colsum(dD) z_k) */
-    gemm(0, 0, T, HS, Sv, -2.0f, w->g, Sv, w->zk, HS, 0.0f, w->dzq, HS);
-    gemm(1, 0, Sv, HS, T, -2.0f, w->g, Sv, w->zq, HS, 0.0f, w->dzk, HS);
+    pmt_sgemm_in_task(0, 0, T, HS, Sv, -2.0f, w->g, Sv, w->zk, HS, 0.0f, w->dzq, HS);
+    pmt_sgemm_in_task(1, 0, Sv, HS, T, -2.0f, w->g, Sv, w->zq, HS, 0.0f, w->dzk, HS);
     if (p->metric != PMT_METRIC_DOT) {
         for (int t = 0; t < T; t++) axpy(w->dzq + (size_t)t * HS, 2.0f * w->rs[t], w->zq + (size_t)t * HS, HS);
         for (int j = 0; j < Sv; j++) axpy(w->dzk + (size_t)j * HS, 2.0f * w->cs[j], w->zk + (size_t)j * HS, HS);

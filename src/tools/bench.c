@@ -9,13 +9,14 @@
  */
 #include "tools/bench.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/batcher.h"
 #include "model/model.h"
+#include "nn/gemm.h"
+#include "nn/profile.h"
 #include "train/optim.h"
 #include "core/rng.h"
 #include "core/clock.h"
@@ -31,16 +32,17 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double pmt_bench_sgemm_peak(int n, int reps) {
+double pmt_bench_sgemm_peak(pmt_gemm_backend backend, int n, int reps) {
     size_t nn = (size_t)n * n;
     float *a = malloc(nn * sizeof(float)), *b = malloc(nn * sizeof(float)), *c = malloc(nn * sizeof(float));
     double *gflops = malloc((size_t)reps * sizeof(double));
     if (!a || !b || !c || !gflops) { free(a); free(b); free(c); free(gflops); return 0; }
     for (size_t i = 0; i < nn; i++) { a[i] = (float)((i * 7) % 13) * 0.01f; b[i] = (float)((i * 5) % 11) * 0.01f; }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);  /* warm-up */
+    if (!pmt_gemm_available(backend)) { free(a); free(b); free(c); free(gflops); return 0; }
+    pmt_sgemm_on(backend, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);  /* warm-up */
     for (int r = 0; r < reps; r++) {
         double t0 = pmt_now_seconds();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        pmt_sgemm_on(backend, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         gflops[r] = 2.0 * n * (double)n * n / (pmt_now_seconds() - t0) / 1e9;
     }
     double med = median(gflops, reps);
@@ -113,6 +115,7 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
             goto done_optim;
         }
     }
+    pmt_profile_reset();
     double total_s = 0, total_flops = 0;
     long total_tokens = 0;
     for (int i = 0; i < warmup + steps; i++) {
@@ -126,14 +129,20 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
             }
             b = &syn.batch;
         }
+        /* Profile only the timed steps; the clock reads it adds are a few
+         * hundred per step, microseconds against a step of ~100 ms. */
+        pmt_profile_enable(i >= warmup);
         double t0 = pmt_now_seconds();
         pmt_stats st;
         pmt_model_zero_grad(&m);
         double loss = pmt_model_forward(&m, b, 1, cfg->seed + (uint64_t)i, &st);
         pmt_model_backward(&m, b, st.tokens);
         double norm, lr;
+        const double t_opt = pmt_profile_begin();
         pmt_optim_step(&opt, m.params, m.grads, loss, i + 1, &norm, &lr);
+        pmt_profile_end(PMT_PHASE_OPTIMIZER, t_opt);
         double dt = pmt_now_seconds() - t0;
+        pmt_profile_enable(0);
         if (i >= warmup) {
             step_ms[i - warmup] = dt * 1e3;
             total_s += dt;
@@ -156,6 +165,11 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
     out->gflops = total_flops / total_s / 1e9;
     out->pct_of_peak = sgemm_peak > 0 ? 100.0 * out->gflops / sgemm_peak : 0;
     out->peak_rss_mib = pmt_peak_rss_mib();
+    out->phase_pct[PMT_BENCH_GEMM] = 100.0 * pmt_profile_seconds(PMT_PHASE_GEMM) / total_s;
+    out->phase_pct[PMT_BENCH_ATTENTION] = 100.0 * pmt_profile_seconds(PMT_PHASE_ATTENTION) / total_s;
+    out->phase_pct[PMT_BENCH_OPTIMIZER] = 100.0 * pmt_profile_seconds(PMT_PHASE_OPTIMIZER) / total_s;
+    out->phase_pct[PMT_BENCH_ELEMENTWISE] = 100.0 - out->phase_pct[PMT_BENCH_GEMM] -
+                                            out->phase_pct[PMT_BENCH_ATTENTION] - out->phase_pct[PMT_BENCH_OPTIMIZER];
     rc = 0;
 done_optim:
     if (have_batcher) pmt_batcher_free(&batcher);

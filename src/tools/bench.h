@@ -12,6 +12,10 @@
 
 #include "core/config.h"
 #include "data/corpus.h"
+#include "nn/gemm.h"
+
+/* The step profile's phases (see nn/profile.h); element-wise is the rest. */
+enum { PMT_BENCH_GEMM, PMT_BENCH_ATTENTION, PMT_BENCH_ELEMENTWISE, PMT_BENCH_OPTIMIZER, PMT_BENCH_PHASES };
 
 typedef struct pmt_bench_result {
     char mode[96];               /* e.g. "standard", "projection/projection/projection+boxcar+euclidean" */
@@ -23,11 +27,13 @@ typedef struct pmt_bench_result {
     double pct_of_peak;          /* gflops / sgemm peak * 100 */
     double peak_rss_mib;         /* peak resident memory while this mode ran */
     double final_loss;           /* loss of the last timed step (sanity) */
+    double phase_pct[PMT_BENCH_PHASES]; /* % of the timed steps' time per phase */
 } pmt_bench_result;
 
-/* Median GFLOP/s of a square n x n x n sgemm over reps runs, with the current
- * thread settings. */
-double pmt_bench_sgemm_peak(int n, int reps);
+/* Median GFLOP/s of a square n x n x n sgemm (A·Bᵀ, as linear_forward) over
+ * reps runs on the given backend with the current thread settings; 0 when
+ * the backend is not built in. */
+double pmt_bench_sgemm_peak(pmt_gemm_backend backend, int n, int reps);
 
 /* Trains cfg (one attention configuration) for warmup + steps optimizer steps
  * on the first batches of the corpus (or synthetic batches when corpus is

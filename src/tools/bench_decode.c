@@ -32,8 +32,21 @@ static int sources_alloc(bench_sources *s, int n, int stride) {
     return s->ids && s->len && s->ptr ? 0 : -1;
 }
 
-/* Reads and encodes up to n lines; returns the count (0 if unreadable). */
-static int sources_from_text(bench_sources *s, const pmt_spm *spm, const char *path, int n, int max_src) {
+/* Whitespace-separated words of a line (the unit of "source words/s"). */
+static long count_words(const char *line) {
+    long n = 0;
+    for (int in_word = 0; *line; line++) {
+        const int space = *line == ' ' || *line == '\t';
+        n += !space && !in_word;
+        in_word = !space;
+    }
+    return n;
+}
+
+/* Reads and encodes up to n lines, adding their words to *words; returns the
+ * count (0 if unreadable). */
+static int sources_from_text(bench_sources *s, const pmt_spm *spm, const char *path, int n, int max_src,
+                             long *words) {
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     char *line = NULL;
@@ -45,6 +58,7 @@ static int sources_from_text(bench_sources *s, const pmt_spm *spm, const char *p
         int len = pmt_spm_encode(spm, line, s->ids + (size_t)count * max_src, max_src);
         if (len <= 0) continue;
         s->len[count++] = len < max_src ? len : max_src;
+        *words += count_words(line);
     }
     free(line);
     fclose(f);
@@ -95,7 +109,7 @@ int pmt_bench_decode(pmt_model *m, const pmt_spm *spm, const char *src_text, int
         snprintf(err, errlen, "bench decode: out of memory");
         goto fail;
     }
-    src.n = spm && src_text ? sources_from_text(&src, spm, src_text, n_sentences, max_src) : 0;
+    src.n = spm && src_text ? sources_from_text(&src, spm, src_text, n_sentences, max_src, &rep->src_words) : 0;
     if (src.n > 0) {
         snprintf(rep->source, sizeof rep->source, "first %d lines of %s", src.n, src_text);
     } else {
@@ -105,6 +119,7 @@ int pmt_bench_decode(pmt_model *m, const pmt_spm *spm, const char *src_text, int
     rep->sentences = src.n;
     rep->batch = batch;
     for (int i = 0; i < src.n; i++) rep->src_tokens += src.len[i];
+    if (rep->src_words == 0) rep->src_words = rep->src_tokens;
     if (pmt_search_init(&search, m, batch, BEAM, err, errlen) != 0) goto fail;
 
     pmt_decode_options limits;
@@ -130,6 +145,7 @@ int pmt_bench_decode(pmt_model *m, const pmt_spm *spm, const char *src_text, int
         snprintf(run->label, sizeof run->label, "%s, %s", run->beam == 1 ? "greedy" : "beam 4",
                  run->capped ? "capped" : "limits");
         if (time_run(&search, &opt, &src, batch, out, run, err, errlen) != 0) goto fail;
+        run->src_words_per_s = (double)rep->src_words / run->seconds;
     }
     pmt_search_free(&search);
     sources_free(&src);
@@ -143,10 +159,11 @@ fail:
 }
 
 void pmt_bench_decode_print(FILE *out, const char *title, const pmt_bench_decode_report *rep) {
-    fprintf(out, "decode %s: %s (%ld source tokens), batch %d\n", title, rep->source, rep->src_tokens, rep->batch);
+    fprintf(out, "decode %s: %s (%ld source words, %ld source tokens), batch %d\n", title, rep->source,
+            rep->src_words, rep->src_tokens, rep->batch);
     for (int k = 0; k < PMT_BENCH_DECODE_RUNS; k++) {
         const pmt_bench_decode_run *r = &rep->run[k];
-        fprintf(out, "  %-16s %8.1f sentences/s %9.0f tokens/s  (%ld tokens, %.2f s)\n", r->label,
-                r->sentences_per_s, r->tokens_per_s, r->out_tokens, r->seconds);
+        fprintf(out, "  %-16s %8.1f sentences/s %9.0f source words/s %9.0f output tokens/s  (%ld tokens, %.2f s)\n",
+                r->label, r->sentences_per_s, r->src_words_per_s, r->tokens_per_s, r->out_tokens, r->seconds);
     }
 }

@@ -32,12 +32,15 @@ typedef struct pmt_bench_decode_run {
     long out_tokens;         /* output tokens, EOS excluded */
     double seconds;          /* wall time of the searches (encoder included) */
     double sentences_per_s, tokens_per_s;
+    double src_words_per_s;  /* whitespace-separated words of the source lines per second
+                                (synthetic sources: their ids, as words) */
 } pmt_bench_decode_run;
 
 typedef struct pmt_bench_decode_report {
     char source[PMT_PATH_MAX + 64];   /* where the sentences came from */
     int sentences, batch;
     long src_tokens;
+    long src_words;          /* whitespace-separated words of the source lines */
     pmt_bench_decode_run run[PMT_BENCH_DECODE_RUNS];
 } pmt_bench_decode_report;
 

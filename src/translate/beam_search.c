@@ -62,8 +62,12 @@ typedef struct search_pool {
     int32_t *tokens;            /* [max_rows] token each row feeds next */
     int32_t *parent;            /* [max_rows] old row each new row continues */
 
-    candidate *cand;            /* [max_beam * max_beam] one sentence's candidates */
-    candidate *row_top;         /* [max_beam] top tokens of one row */
+    /* Candidates are found for all active sentences in parallel (the scans
+     * over V dominate the search's own work), then the bookkeeping runs in
+     * sentence order: each sentence and each row has its own slots. */
+    candidate *cand;            /* [max_batch * max_beam] sentence j's candidates at j*max_beam */
+    int *n_cand;                /* [max_batch] */
+    candidate *row_top;         /* [max_rows * max_beam] top tokens of row r at r*max_beam */
 } search_pool;
 
 void pmt_decode_options_from_config(pmt_decode_options *o, const pmt_config *cfg) {
@@ -105,12 +109,13 @@ int pmt_search_init(pmt_search *s, pmt_model *m, int max_batch, int max_beam, ch
         p->cum2 = calloc(rows, sizeof *p->cum2);
         p->tokens = calloc(rows, sizeof *p->tokens);
         p->parent = calloc(rows, sizeof *p->parent);
-        p->cand = calloc((size_t)max_beam * max_beam, sizeof *p->cand);
-        p->row_top = calloc((size_t)max_beam, sizeof *p->row_top);
+        p->cand = calloc(rows, sizeof *p->cand);
+        p->n_cand = calloc(nb, sizeof *p->n_cand);
+        p->row_top = calloc(rows * max_beam, sizeof *p->row_top);
     }
     if (!p || !p->fin_ids || !p->fin || !p->n_fin || !p->order || !p->src_pad || !p->src_len || !p->sent_id ||
         !p->max_out || !p->live || !p->keep || !p->hist || !p->hist2 || !p->cum || !p->cum2 || !p->tokens ||
-        !p->parent || !p->cand || !p->row_top) {
+        !p->parent || !p->cand || !p->n_cand || !p->row_top) {
         snprintf(err, errlen, "search: out of memory (%d sentences x beam %d)", max_batch, max_beam);
         pmt_search_free(s);
         return -1;
@@ -123,7 +128,7 @@ void pmt_search_free(pmt_search *s) {
     if (p) {
         free(p->fin_ids); free(p->fin); free(p->n_fin); free(p->order); free(p->src_pad); free(p->src_len);
         free(p->sent_id); free(p->max_out); free(p->live); free(p->keep); free(p->hist); free(p->hist2);
-        free(p->cum); free(p->cum2); free(p->tokens); free(p->parent); free(p->cand); free(p->row_top);
+        free(p->cum); free(p->cum2); free(p->tokens); free(p->parent); free(p->cand); free(p->n_cand); free(p->row_top);
         free(p);
     }
     if (s->dec.m) pmt_decoder_free(&s->dec);
@@ -212,35 +217,42 @@ static int sentence_done(const run_ctx *x, int sid, const double *cum, int live,
 }
 
 /* The candidates of active sentence j at step t (t tokens generated so far):
- * the top k tokens of each live row, or only EOS once the limit is reached.
- * Returns how many, best first (at most k). */
-static int sentence_candidates(const run_ctx *x, int j, int t, int k) {
+ * the top k tokens of each live row, or only EOS once the limit is reached,
+ * into cand[j*max_beam ..], best first (at most k); sets n_cand[j]. Touches
+ * only sentence j's slots, so sentences run in parallel. */
+static void sentence_candidates(const run_ctx *x, int j, int t, int k) {
     const pmt_decoder *d = x->d;
     search_pool *p = x->p;
     const int first = j * x->beam, forced = t >= p->max_out[j];
+    candidate *cand = p->cand + (size_t)j * x->max_beam;
     int n = 0;
     for (int r = first; r < first + p->live[j]; r++) {
-        int m = forced ? 1 : row_top_tokens(d, r, k, p->row_top);
-        if (forced) p->row_top[0].token = PMT_EOS_ID;
+        candidate *top = p->row_top + (size_t)r * x->max_beam;
+        int m = forced ? 1 : row_top_tokens(d, r, k, top);
+        if (forced) top[0].token = PMT_EOS_ID;
         for (int i = 0; i < m; i++) {
-            candidate c = {p->cum[r] + pmt_decoder_logprob(d, r, p->row_top[i].token), r, p->row_top[i].token};
-            top_insert(p->cand, &n, k, c);
+            candidate c = {p->cum[r] + pmt_decoder_logprob(d, r, top[i].token), r, top[i].token};
+            top_insert(cand, &n, k, c);
         }
     }
-    return n;
+    p->n_cand[j] = n;
 }
 
-/* One search step for active sentence j: picks its candidates, finishes
+/* Beam width left for active sentence j: beam minus its finished hypotheses. */
+static int sentence_width(const run_ctx *x, int j) {
+    return x->beam - x->p->n_fin[x->p->sent_id[j]];
+}
+
+/* One search step for active sentence j: takes its candidates, finishes
  * EOS ones, and writes its continuing rows as new rows from new_first on
  * (hist2/cum2/parent/tokens). Returns 1 if the sentence is done. */
 static int sentence_step(run_ctx *x, int j, int t, int new_first) {
     search_pool *p = x->p;
     const int sid = p->sent_id[j], first = j * x->beam;
-    const int k = x->beam - p->n_fin[sid];
-    const int n = sentence_candidates(x, j, t, k);
+    const int n = p->n_cand[j];
     int live = 0;
     for (int i = 0; i < n; i++) {
-        const candidate *c = &p->cand[i];
+        const candidate *c = &p->cand[(size_t)j * x->max_beam + i];
         const int32_t *ids = p->hist + (size_t)c->row * x->cap;
         if (c->token == PMT_EOS_ID) {
             finish(p, x->max_beam, x->max_len, sid, ids, t, c->score, x->opt->normalize);
@@ -269,7 +281,10 @@ static int batch_step(run_ctx *x, int t) {
     search_pool *p = x->p;
     pmt_decoder *d = x->d;
     int n_keep = 0;
-    for (int j = 0; j < d->n_sent; j++) {
+    const int n_sent = d->n_sent;
+#pragma omp parallel for schedule(dynamic) if ((long)d->rows * d->m->V > 65536)
+    for (int j = 0; j < n_sent; j++) sentence_candidates(x, j, t, sentence_width(x, j));
+    for (int j = 0; j < n_sent; j++) {
         int done = sentence_step(x, j, t, n_keep * x->beam);
         if (done) continue;
         /* compact the per-sentence arrays in place (n_keep <= j) */

@@ -5,9 +5,10 @@
  * Every block is the model's pre-LN block x + sublayer(LN(x)) (eval mode: no
  * dropout), computed with the same ops.h kernels as model.c so that the
  * incremental pass and the teacher-forced pass are the same function:
- *   - self-attention: one query (T = 1) per row against that row's cache of
- *     cap positions, of which klen = t+1 are visible (no causal mask needed:
- *     the cache only holds the past);
+ *   - self-attention: one query (T = 1) per row against its t+1 cached
+ *     positions (no causal mask needed: the cache only holds the past),
+ *     found through the position → cache-row table row_map, so that beam
+ *     reordering moves ints, not every cached vector at every step;
  *   - cross-attention: the `beam` rows of a sentence are that sentence's
  *     queries (B = n_sent, T = beam), so all hypotheses of a sentence share
  *     one copy of its keys/values — nothing is replicated per beam.
@@ -137,21 +138,23 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
     int ok = 1;
     d->src_len = calloc((size_t)max_sent, sizeof *d->src_len);
     d->self_klen = calloc(R, sizeof *d->self_klen);
+    d->row_map = calloc(R * L, sizeof *d->row_map);
+    d->row_map2 = calloc(R * L, sizeof *d->row_map2);
     d->layers = calloc((size_t)n_layers, sizeof *d->layers);
     d->log_sigma_fixed = alloc_floats((size_t)m->NH);
     /* Caches are sized for the worst case, but a batch only touches
      * rows*cap*C of them, so the untouched pages are never made resident. */
     d->enc_out = alloc_floats((size_t)max_sent * L * C);
-    ok = d->src_len && d->self_klen && d->layers && d->log_sigma_fixed && d->enc_out;
+    ok = d->src_len && d->self_klen && d->row_map && d->row_map2 && d->layers && d->log_sigma_fixed && d->enc_out;
+    if (ok && pmt_model_uses_poolattn(&m->cfg) && !is_standard(d, PMT_SITE_DEC_SELF))
+        ok = (d->pool_keys = alloc_floats(R * L * C)) != NULL;
     for (int l = 0; ok && l < n_layers; l++) {
         pmt_decoder_layer *c = &d->layers[l];
         c->k = alloc_floats(R * L * C);
-        c->k2 = alloc_floats(R * L * C);
-        ok = c->k && c->k2;
+        ok = c->k != NULL;
         if (ok && is_standard(d, PMT_SITE_DEC_SELF)) {
             c->v = alloc_floats(R * L * C);
-            c->v2 = alloc_floats(R * L * C);
-            ok = c->v && c->v2;
+            ok = c->v != NULL;
         }
         if (ok && is_standard(d, PMT_SITE_DEC_CROSS)) {
             c->cross_k = alloc_floats((size_t)max_sent * L * C);
@@ -196,13 +199,13 @@ void pmt_decoder_free(pmt_decoder *d) {
     if (d->layers) {
         for (int l = 0; l < d->m->cfg.dec_layers; l++) {
             pmt_decoder_layer *c = &d->layers[l];
-            free(c->k); free(c->k2); free(c->v); free(c->v2);
+            free(c->k); free(c->v);
             free(c->cross_k); free(c->cross_v);
         }
     }
     if (d->m) free_lowp(d);
     free(d->layers);
-    free(d->src_len); free(d->self_klen); 
+    free(d->src_len); free(d->self_klen); free(d->row_map); free(d->row_map2); free(d->pool_keys);
     free(d->log_sigma_fixed); free(d->enc_out); free(d->pool_scratch);
     free(d->x); free(d->ln); free(d->q); free(d->k_new); free(d->v_new); free(d->att); free(d->sub);
     free(d->mean); free(d->rstd); free(d->lse); free(d->h); free(d->attn_probs); free(d->logits);
@@ -274,11 +277,25 @@ static void self_attention(pmt_decoder *d, const pmt_attn_params *p, pmt_decoder
         step_linear(d, d->v_new, d->ln, p->wv, p->bv, R, C, C);
         cache_put(c->k, d->k_new, R, d->cap, d->t, C);
         cache_put(c->v, d->v_new, R, d->cap, d->t, C);
-        attention_forward_few_queries(d->att, d->attn_probs, d->q, c->k, c->v, d->self_klen, 0, R, 1, d->cap, C, m->NH,
-                          (float)(1.0 / sqrt((double)m->HS)));
+        attention_forward_cached(d->att, d->attn_probs, d->q, c->k, c->v, d->row_map, d->max_rows, R, d->t + 1,
+                                 d->cap, C, m->NH, (float)(1.0 / sqrt((double)m->HS)));
     } else {
         cache_put(c->k, d->ln, R, d->cap, d->t, C);
-        projection_attention(d, p, d->ln, c->k, d->self_klen, R, 1, d->cap);
+        if (!pmt_model_uses_poolattn(&m->cfg)) {
+            projattn_forward_cached(d->att, d->attn_probs, d->ln, c->k, d->row_map, d->max_rows, site_log_sigma(d, p),
+                                    R, d->t + 1, d->cap, C, m->NH);
+        } else {
+            /* The pooling kernels read a contiguous cache: gather this
+             * step's view through row_map (the Gaussian path needs no copy). */
+            for (int r = 0; r < R; r++) {
+                for (int j = 0; j <= d->t; j++)
+                    memcpy(d->pool_keys + ((size_t)r * d->cap + j) * C,
+                           c->k + ((size_t)d->row_map[(size_t)j * d->max_rows + r] * d->cap + j) * C,
+                           sizeof(float) * C);
+                d->self_klen[r] = d->t + 1;
+            }
+            projection_attention(d, p, d->ln, d->pool_keys, d->self_klen, R, 1, d->cap);
+        }
     }
 }
 
@@ -317,7 +334,7 @@ const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens) {
     pmt_model *m = d->m;
     const int R = d->rows, C = m->C;
     embedding_forward(d->x, tokens, m->wte, m->pos + (size_t)d->t * C, R, 1, C, (float)sqrt((double)C));
-    for (int r = 0; r < R; r++) d->self_klen[r] = d->t + 1;
+    for (int r = 0; r < R; r++) d->row_map[(size_t)d->t * d->max_rows + r] = r;
     for (int l = 0; l < m->cfg.dec_layers; l++) {
         const pmt_layer_params *lp = &m->dec[l];
         pmt_decoder_layer *c = &d->layers[l];
@@ -351,16 +368,6 @@ static void compact_sentences(float *buf, const int32_t *keep, int n_keep, size_
                     sentence_floats * sizeof(float));
 }
 
-/* new row r of *cache = old row from[r], first t positions, via the spare
- * buffer; then the buffers swap. */
-static void gather_rows(float **cache, float **spare, const int32_t *from, int rows, int cap, int t, int C) {
-    if (!*cache) return;
-    for (int r = 0; r < rows; r++)
-        memcpy(*spare + (size_t)r * cap * C, *cache + (size_t)from[r] * cap * C, (size_t)t * C * sizeof(float));
-    float *tmp = *cache;
-    *cache = *spare;
-    *spare = tmp;
-}
 
 void pmt_decoder_reorder(pmt_decoder *d, const int32_t *parent, const int32_t *keep, int n_keep) {
     const int C = d->m->C, beam = d->beam, new_rows = n_keep * beam;
@@ -373,11 +380,14 @@ void pmt_decoder_reorder(pmt_decoder *d, const int32_t *parent, const int32_t *k
         identity &= from[r] == r;
     }
     if (!identity) {
-        for (int l = 0; l < d->m->cfg.dec_layers; l++) {
-            pmt_decoder_layer *c = &d->layers[l];
-            gather_rows(&c->k, &c->k2, from, new_rows, d->cap, d->t, C);
-            gather_rows(&c->v, &c->v2, from, new_rows, d->cap, d->t, C);
-        }
+        /* Hypothesis r now continues old hypothesis from[r]: it inherits
+         * that one's position → cache-row table (ints, not vectors). */
+        const size_t ld = (size_t)d->max_rows;
+        for (int j = 0; j < d->t; j++)
+            for (int r = 0; r < new_rows; r++) d->row_map2[j * ld + r] = d->row_map[j * ld + from[r]];
+        int32_t *tmp = d->row_map;
+        d->row_map = d->row_map2;
+        d->row_map2 = tmp;
     }
     if (n_keep != d->n_sent) {
         const size_t sent = (size_t)d->S * C;

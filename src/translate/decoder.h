@@ -33,11 +33,11 @@
 #include "nn/gemm_lowp.h"
 
 typedef struct pmt_decoder_layer {
-    /* Self-attention cache, [rows, cap, C] each, row r's position j at
-     * (r*cap + j)*C. standard: keys in k, values in v; projection: the
-     * LayerNormed inputs in k (v unused). k2/v2 are the second buffers of a
-     * double buffer: beam reordering gathers into them and swaps. */
-    float *k, *v, *k2, *v2;
+    /* Self-attention cache, [rows, cap, C] each, physical row p's position
+     * j at (p*cap + j)*C; which physical row holds position j of hypothesis
+     * r is the decoder's row_map. standard: keys in k, values in v;
+     * projection: the LayerNormed inputs in k (v unused). */
+    float *k, *v;
     /* Cross-attention keys/values, [n_sent, S, C] (standard only; a
      * projection site reads the decoder's enc_out). */
     float *cross_k, *cross_v;
@@ -55,7 +55,15 @@ typedef struct pmt_decoder {
     int t;                       /* positions already fed (next position index) */
 
     int32_t *src_len;            /* [max_sent] source tokens incl. EOS */
-    int32_t *self_klen;          /* [max_rows] keys visible at this step (t+1) */
+    int32_t *self_klen;          /* [max_rows] scratch of pmt_decoder_reorder */
+    /* [max_len, max_rows]: row_map[j*max_rows + r] is the cache row holding
+     * position j of hypothesis r. Step t writes position t of every
+     * hypothesis into its own row r (never written before, so no live
+     * position is overwritten); reordering permutes this table (ints)
+     * instead of the cached vectors. row_map2 is its double buffer. */
+    int32_t *row_map, *row_map2;
+    float *pool_keys;            /* [max_rows, max_len, C]: the self-attention keys gathered
+                                    through row_map for the pooling kernels (NULL otherwise) */
     float *enc_out;              /* [max_sent * max_len, C] */
     pmt_decoder_layer *layers;   /* [dec_layers] */
     float *log_sigma_fixed;      /* [NH] log σ for fixed σ (pmt_model_fixed_log_sigma) */

@@ -1,0 +1,21 @@
+/* profile.c — see profile.h. */
+#include "nn/profile.h"
+
+#include "core/clock.h"
+
+static int enabled;
+static double seconds[PMT_PHASES];
+
+void pmt_profile_enable(int on) { enabled = on; }
+
+void pmt_profile_reset(void) {
+    for (int i = 0; i < PMT_PHASES; i++) seconds[i] = 0.0;
+}
+
+double pmt_profile_seconds(pmt_phase phase) { return seconds[phase]; }
+
+double pmt_profile_begin(void) { return enabled ? pmt_now_seconds() : 0.0; }
+
+void pmt_profile_end(pmt_phase phase, double t0) {
+    if (enabled) seconds[phase] += pmt_now_seconds() - t0;
+}
