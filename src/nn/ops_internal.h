@@ -95,11 +95,13 @@ static inline float ops_dot(const float *a, const float *b, int n) {
     return s;
 }
 
-/* out[j] = exp(in[j] - mx) / Σ exp(in[k] - mx) for j < n, with mx >= every
- * in[j] (so every argument is <= 0); returns the sum (in double) for callers
- * that also need the log-sum-exp. out may alias in. The shared core of the
- * attention softmax and the cross-entropy; inline so both loops vectorise. */
-static inline double ops_softmax_from_max(float *out, const float *in, int n, float mx) {
+/* out[j] = exp(in[j] - mx) / Σ exp(in[k] - mx) - shift for j < n, with
+ * mx >= every in[j] (so every argument is <= 0); returns the sum (in double)
+ * for callers that also need the log-sum-exp. out may alias in. The shared
+ * core of the attention softmax (shift 0) and the fused cross-entropy
+ * (shift ε/V: the smoothed target's off-target mass, subtracted in the same
+ * pass); inline so both loops vectorise. */
+static inline double ops_softmax_from_max_minus(float *out, const float *in, int n, float mx, float shift) {
     double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < n; j++) {
@@ -109,8 +111,13 @@ static inline double ops_softmax_from_max(float *out, const float *in, int n, fl
     }
     const float inv = (float)(1.0 / sum);
 #pragma omp simd
-    for (int j = 0; j < n; j++) out[j] *= inv;
+    for (int j = 0; j < n; j++) out[j] = out[j] * inv - shift;
     return sum;
+}
+
+/* The softmax itself (p − 0 is p exactly: p is never −0). */
+static inline double ops_softmax_from_max(float *out, const float *in, int n, float mx) {
+    return ops_softmax_from_max_minus(out, in, n, mx, 0.0f);
 }
 
 /* ---- attention masks (ops.h: key j of sentence b is visible to query t

@@ -103,16 +103,7 @@ int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *log
         int amax;
         row_stats(l, V, &mx, &suml, &amax);
         const float ltg = l[tg];
-        double sume = 0.0;
-#pragma omp simd reduction(+ : sume)
-        for (int j = 0; j < V; j++) {
-            const float e = ops_exp_nonpos(l[j] - mx);
-            d[j] = e;
-            sume += e;
-        }
-        const float inv = (float)(1.0 / sume);
-#pragma omp simd
-        for (int j = 0; j < V; j++) d[j] = d[j] * inv - off;
+        const double sume = ops_softmax_from_max_minus(d, l, V, mx, off);
         d[tg] -= 1.0f - eps;
         const double lse = (double)mx + log(sume);
         loss[n] = (float)(lse - (1.0 - eps) * (double)ltg - ((double)eps / V) * suml);
