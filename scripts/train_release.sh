@@ -1,87 +1,315 @@
 #!/usr/bin/env bash
 # train_release.sh — the recipe of the shipped English→Spanish model
-# (models/en-es.int8.pmt): base config, fp32 training with an exponential
-# moving average of the weights and numbered checkpoints, then the best of
-# (best.ckpt's average, the mean of the last 5 checkpoints' averages, the
-# last raw weights) by VALIDATION BLEU, exported with int8 weights and scored
-# on the test split and FLORES-200 dev for the model card (models/README.md).
+# (models/en-es.int8.pmt and its card models/README.md), one command from the
+# prepared corpus to the committed files:
 #
-#   bash scripts/train_release.sh [--minutes 120] [--run DIR] [--out FILE]
-#                                 [--weights int8|bf16] [-- extra train flags]
+#   1. trains the base config (standard attention) in fp32 with an
+#      exponential moving average of the weights (--ema 0.999) and numbered
+#      checkpoints (--keep-last 5) for a wall-clock budget (120 minutes,
+#      summed over sittings);
+#   2. scores the candidates — best.ckpt (its moving average at the best
+#      validation), the mean of the last N numbered checkpoints, last.ckpt's
+#      moving average and its raw weights — by BLEU on the validation split
+#      (beam 4) and keeps the best;
+#   3. exports it with int8 weights (the shipped file) and fp32 (for the
+#      comparison), scores both on the test split and FLORES-200 dev (BLEU and
+#      chrF, beam 4), measures their decoding speed (projmt bench --decode,
+#      greedy and beam 4);
+#   4. writes NAME.results.json (scripts/release_results.py) and the model
+#      card README.md generated from it (scripts/model_card.py).
 #
-# Needs the build (build/projmt) and the prepared data (data/spa-eng; the
-# script prepares it when missing). Resumes an interrupted run: run it again
-# with the same options. Precision: fp32 (bf16 training is not implemented
-# yet; see the README).
+#   bash scripts/train_release.sh [options] [-- extra projmt train flags]
+#
+# Budget and sittings:
+#   --minutes M            training minutes, summed over sittings (default 120)
+#   --max-steps N          a step budget instead of minutes
+#   --session-minutes M    end this sitting after about M minutes of training:
+#                          projmt saves last.ckpt as on Ctrl-C and the script
+#                          exits 75; the same command continues exactly there
+#   --fresh                start the training over (ignores last.ckpt)
+# Recipe (release defaults):
+#   --config FILE          configs/base.ini
+#   --attention KIND       standard | projection (standard)
+#   --ema DECAY            0.999 (0: no moving average)
+#   --keep-last N          5: numbered checkpoints kept, and averaged
+#   --valid-every N        500 steps (a numbered checkpoint at each)
+#   --valid-bleu-sentences N  500 (validation BLEU picks best.ckpt)
+#   --precision P          passed to projmt train only when given (fp32|bf16)
+#   --threads N            threads of training and evaluation (0 = all cores)
+# Evaluation and output:
+#   --data-dir D           prepared data (data/spa-eng; prepared when missing)
+#   --flores DIR|PREFIX|none  FLORES-200 dev (default: $PROJMT_FLORES, then
+#                          $PROJMT_DATA_DIR/flores200-dev, data/flores200-dev,
+#                          ../shared/data/flores200-dev next to the repository)
+#   --select-sentences N   validation sentences that choose the candidate (all)
+#   --beam-size N          beam of selection and scores (4)
+#   --bench-sentences N    test sentences timed by bench --decode (1000)
+#   --bench-threads N      threads of the decode-speed measurement (1)
+#   --run DIR              training run and work files (models/release-run)
+#   --out-dir DIR          exported model, results JSON and card (models)
+#   --name NAME            file stem: NAME.int8.pmt, NAME.results.json (en-es)
+#   --weights int8|bf16    type of the shipped file (int8)
+#   --max-mb MB            refuse a shipped file larger than this (20)
+#   --build DIR            where projmt is built (build)
+#
+# Logs (train.log, one per step of the pipeline) go to RUN/logs/, ignored by
+# git like everything in models/ but the shipped file, its results JSON and
+# README.md. Exit status: 0 done, 75 sitting over (run it again), 1 failure,
+# 2 bad usage.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
 
-minutes=120
-run=models/release-run
-out=models/en-es.int8.pmt
-weights=int8
-data_dir=data/spa-eng
-projmt=./build/projmt
+# The command, without the sitting limit (it does not change the result).
+command_line="bash scripts/train_release.sh"
+skip_next=0
+for a in "$@"; do
+  if [ $skip_next -eq 1 ]; then skip_next=0; continue; fi
+  [ "$a" = --session-minutes ] && { skip_next=1; continue; }
+  command_line+=$(printf ' %q' "$a")
+done
+
+minutes=120 max_steps="" session_minutes="" fresh=0
+config=configs/base.ini attention=standard ema=0.999 keep_last=5 valid_every=500 valid_bleu_sentences=500
+precision=() threads=0
+data_dir=data/spa-eng flores=auto select_sentences=all beam_size=4 bench_sentences=1000 bench_threads=1
+run=models/release-run out_dir=models name=en-es weights=int8 max_mb=20 build=build
 extra=()
+usage() { sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) minutes=$2; shift 2 ;;
+    --max-steps) max_steps=$2; shift 2 ;;
+    --session-minutes) session_minutes=$2; shift 2 ;;
+    --fresh) fresh=1; shift ;;
+    --config) config=$2; shift 2 ;;
+    --attention) attention=$2; shift 2 ;;
+    --ema) ema=$2; shift 2 ;;
+    --keep-last) keep_last=$2; shift 2 ;;
+    --valid-every) valid_every=$2; shift 2 ;;
+    --valid-bleu-sentences) valid_bleu_sentences=$2; shift 2 ;;
+    --precision) precision=(--precision "$2"); shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --data-dir) data_dir=$2; shift 2 ;;
+    --flores) flores=$2; shift 2 ;;
+    --select-sentences) select_sentences=$2; shift 2 ;;
+    --beam-size) beam_size=$2; shift 2 ;;
+    --bench-sentences) bench_sentences=$2; shift 2 ;;
+    --bench-threads) bench_threads=$2; shift 2 ;;
     --run) run=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
+    --out-dir) out_dir=$2; shift 2 ;;
+    --name) name=$2; shift 2 ;;
     --weights) weights=$2; shift 2 ;;
+    --max-mb) max_mb=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "train_release: unknown option $1 (see --help)" >&2; exit 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "train_release: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+bad_usage() { echo "train_release: $*" >&2; exit 2; }
 die() { echo "train_release: $*" >&2; exit 1; }
 step() { printf '\n== %s\n' "$*"; }
-[ -x "$projmt" ] || die "$projmt not built (cmake -B build -S . -DCMAKE_BUILD_TYPE=Release && cmake --build build)"
+is_count() { [[ $1 =~ ^[0-9]+$ ]]; }
+is_number() { [[ $1 =~ ^[0-9]*\.?[0-9]+$ ]]; }
+
+is_number "$minutes" || bad_usage "--minutes takes a number of minutes (got '$minutes')"
+[ -z "$max_steps" ] || is_count "$max_steps" || bad_usage "--max-steps takes a count (got '$max_steps')"
+[ -z "$session_minutes" ] || is_number "$session_minutes" || bad_usage "--session-minutes takes a number of minutes"
+for v in keep_last valid_every valid_bleu_sentences threads beam_size bench_sentences bench_threads; do
+  is_count "${!v}" || bad_usage "--${v//_/-} takes a count (got '${!v}')"
+done
+[ "$select_sentences" = all ] || is_count "$select_sentences" || bad_usage "--select-sentences takes a count or 'all'"
+is_number "$max_mb" || bad_usage "--max-mb takes a number of megabytes"
+[[ $name =~ ^[A-Za-z0-9._-]+$ ]] || bad_usage "--name '$name': use letters, digits, '.', '_' and '-'"
+case "$weights" in int8|bf16) ;; *) bad_usage "--weights must be int8 or bf16 (fp32 is exported for the comparison)" ;; esac
+[ -f "$config" ] || bad_usage "config '$config' not found"
+projmt=$build/projmt
+[ -x "$projmt" ] || die "$projmt not built (cmake -B $build -S . -DCMAKE_BUILD_TYPE=Release && cmake --build $build)"
+python=/usr/bin/python3
+[ -x "$python" ] || die "$python not found (apt-get install python3)"
+
+# The sitting's end in seconds since the epoch (empty: no limit).
+session_end=""
+[ -z "$session_minutes" ] ||
+  session_end=$(awk -v now="$(date +%s)" -v m="$session_minutes" 'BEGIN { printf "%d", now + m * 60 }')
+if [ -n "$max_steps" ]; then
+  budget=(--max-steps "$max_steps" --epochs 0 --minutes 0)
+else
+  budget=(--minutes "$minutes" --epochs 0 --max-steps 0)
+fi
+
+logs=$run/logs work=$run/release
+mkdir -p "$logs" "$work" "$out_dir"
+out=$out_dir/$name.$weights.pmt
+fp32_file=$work/$name.fp32.pmt
+results=$out_dir/$name.results.json
+
+# FLORES-200 dev as a file prefix (PREFIX.en, PREFIX.es), or none.
+flores_prefix() {
+  local where=$1 p
+  for p in "$where/flores200-dev" "$where"; do
+    if [ -f "$p.en" ] && [ -f "$p.es" ]; then echo "$p"; return 0; fi
+  done
+  return 1
+}
+case "$flores" in
+  none) ;;
+  auto)
+    flores=none
+    for where in ${PROJMT_FLORES:+"$PROJMT_FLORES"} ${PROJMT_DATA_DIR:+"$PROJMT_DATA_DIR/flores200-dev"} \
+                 data/flores200-dev ../shared/data/flores200-dev; do
+      if found=$(flores_prefix "$where"); then flores=$found; break; fi
+    done
+    [ "$flores" != none ] || echo "train_release: FLORES-200 dev not found (set PROJMT_FLORES=DIR); not scored" >&2 ;;
+  *) flores=$(flores_prefix "$flores") || bad_usage "--flores $flores: no flores200-dev.en/.es (or PREFIX.en/.es) there" ;;
+esac
 
 step "data"
 if [ -f "$data_dir/manifest.json" ]; then
   echo "prepared: $data_dir"
 else
   corpus=$(bash scripts/get_data.sh | tail -n 1)
-  "$projmt" prepare --corpus "$corpus" --data-dir "$data_dir"
+  "$projmt" prepare --corpus "$corpus" --data-dir "$data_dir" 2>&1 | tee "$logs/prepare.log"
+fi
+for f in train.tok valid.tok valid.en valid.es test.tok test.en test.es manifest.json; do
+  [ -f "$data_dir/$f" ] || die "$data_dir/$f not found: prepare the data again (projmt prepare --data-dir $data_dir)"
+done
+
+train_flags=(--config "$config" --attention "$attention" --data-dir "$data_dir" --save-dir "$run" "${budget[@]}"
+             --ema "$ema" --keep-last "$keep_last" --valid-every "$valid_every"
+             --valid-bleu-sentences "$valid_bleu_sentences" --early-stopping-metric bleu --threads "$threads"
+             ${precision[@]+"${precision[@]}"} ${extra[@]+"${extra[@]}"})
+# The effective settings, for the card (and to stop early on a bad flag).
+"$projmt" train "${train_flags[@]}" --dump-config > "$logs/config.ini" 2> "$logs/config.err" ||
+  die "projmt train refused the recipe's flags: $(cat "$logs/config.err")"
+
+# The sitting's time is used up: what is saved, and how to go on.
+session_over() {
+  echo "== session time (--session-minutes $session_minutes) used up; $run/last.ckpt is saved." >&2
+  echo "== run the same command again to continue exactly where it stopped." >&2
+  exit 75
+}
+
+# Training is skipped when a finished run of this recipe is there (a sitting
+# that starts after it finished must not stop as unfinished).
+trained_marker=$logs/trained
+recipe=$(printf '%q ' "${train_flags[@]}")
+if [ $fresh -eq 1 ]; then rm -f "$trained_marker"; fi
+if [ -f "$trained_marker" ] && [ "$(cat "$trained_marker")" = "$recipe" ] && [ -f "$run/last.ckpt" ]; then
+  step "train: finished earlier ($run/last.ckpt; --fresh to start over)"
+else
+  step "train (${budget[*]:0:2}, $config, $attention attention, --ema $ema, --keep-last $keep_last${precision[*]:+, ${precision[*]}})"
+  fresh_flag=() limit=()
+  [ $fresh -eq 0 ] || fresh_flag=(--fresh)
+  if [ -n "$session_end" ]; then
+    left=$(( session_end - $(date +%s) ))
+    [ "$left" -gt 0 ] || session_over
+    # SIGINT, as Ctrl-C: projmt saves last.ckpt and exits; resuming is exact.
+    # --foreground keeps projmt in the terminal's process group, so a real
+    # Ctrl-C still reaches it.
+    limit=(timeout --foreground --signal=INT --kill-after=600 "$left")
+  fi
+  rm -f "$trained_marker"
+  status=0
+  # train.log is appended to: a run split over sittings keeps every one.
+  ${limit[@]+"${limit[@]}"} "$projmt" train "${train_flags[@]}" ${fresh_flag[@]+"${fresh_flag[@]}"} 2>&1 |
+    tee -a "$logs/train.log" || status=$?
+  [ $status -ne 124 ] || session_over
+  # 0 only when the budget is reached (an interrupted projmt train exits 128 + signal).
+  [ $status -eq 0 ] || die "training stopped (status $status); see $logs/train.log (run the same command again to resume)"
+  printf '%s' "$recipe" > "$trained_marker"
 fi
 
-step "train ($minutes min, base config, fp32, --ema 0.999, --keep-last 5)"
-# EMA decay 0.999 averages over the last ~1000 steps: a few thousand steps
-# fit in two hours on this machine, so Marian's 0.9999 would still be
-# dominated by early weights. Validation (and so best.ckpt) scores the average.
-"$projmt" train --config configs/base.ini --data-dir "$data_dir" --save-dir "$run" --minutes "$minutes" \
-  --epochs 0 --ema 0.999 --keep-last 5 --valid-every 500 --valid-bleu-sentences 500 \
-  --early-stopping-metric bleu "${extra[@]}"
-
-step "candidates, scored on the validation split (beam 4)"
-"$projmt" average --out "$run/avg-last5.ckpt" --last 5 --dir "$run"
-# The raw weights too: early in training the average lags behind them.
-"$projmt" export --raw --model "$run/last.ckpt" --out "$run/raw.fp32.pmt" --weights fp32
-valid_bleu() {   # prints the validation BLEU of a model file
-  "$projmt" eval --model "$1" --src "$data_dir/valid.en" --ref "$data_dir/valid.es" --beam-size 4 --json |
-    tail -n 1 | sed -n 's/.*"bleu": {"score": \([0-9.e+-]*\).*/\1/p'
+# Runs `projmt eval ... --json`, keeping its log and its JSON line in OUT.
+eval_json() {
+  local out=$1; shift
+  local log=$logs/$(basename "$out" .json).log
+  "$projmt" eval "$@" --threads "$threads" --json > "$log" 2>&1 ||
+    die "projmt eval $* failed ($log): $(tail -n 3 "$log")"
+  tail -n 1 "$log" > "$out"
 }
-best=""
-best_bleu=-1
-for candidate in "$run/best.ckpt" "$run/avg-last5.ckpt" "$run/raw.fp32.pmt"; do
-  bleu=$(valid_bleu "$candidate")
-  [ -n "$bleu" ] || die "could not score $candidate"
-  echo "$candidate: valid BLEU $bleu"
-  if awk -v a="$bleu" -v b="$best_bleu" 'BEGIN { exit !(a > b) }'; then best=$candidate best_bleu=$bleu; fi
+# First n lines of a file (n = all: the file itself).
+subset() {
+  local file=$1 n=$2 out=$work/$(basename "$1").$2
+  if [ "$n" = all ]; then echo "$file"; else head -n "$n" "$file" > "$out"; echo "$out"; fi
+}
+
+step "candidates, scored on the validation split (beam $beam_size)"
+valid_src=$(subset "$data_dir/valid.en" "$select_sentences")
+valid_ref=$(subset "$data_dir/valid.es" "$select_sentences")
+has_ema=$(awk -F' = ' '$1 == "ema" { print ($2 > 0) }' "$logs/config.ini")
+candidates=()      # label:checkpoint:export flag
+[ ! -f "$run/best.ckpt" ] || candidates+=("best:$run/best.ckpt:")
+n_steps=$(find "$run" -maxdepth 1 -name 'step-*.ckpt' | wc -l)
+rm -f "$work/avg.ckpt"
+if [ "$keep_last" -gt 0 ] && [ "$n_steps" -ge 2 ]; then
+  n_avg=$(( n_steps < keep_last ? n_steps : keep_last ))
+  "$projmt" average --out "$work/avg.ckpt" --last "$n_avg" --dir "$run" > "$logs/average.log" 2>&1 ||
+    die "projmt average failed: $(tail -n 3 "$logs/average.log")"
+  candidates+=("avg:$work/avg.ckpt:")
+fi
+if [ "$has_ema" = 1 ]; then
+  # Early in training the moving average lags behind the raw weights.
+  candidates+=("last-ema:$run/last.ckpt:" "last-raw:$run/last.ckpt:--raw")
+else
+  candidates+=("last:$run/last.ckpt:")
+fi
+best="" best_bleu=-1 best_chrf=-1
+for c in "${candidates[@]}"; do
+  IFS=: read -r label ckpt raw <<< "$c"
+  "$projmt" export --model "$ckpt" $raw --out "$work/candidate-$label.fp32.pmt" --weights fp32 \
+    > "$logs/export-$label.log" 2>&1 || die "projmt export of $label failed: $(tail -n 3 "$logs/export-$label.log")"
+  eval_json "$work/select-$label.json" --model "$work/candidate-$label.fp32.pmt" --src "$valid_src" \
+    --ref "$valid_ref" --beam-size "$beam_size"
+  bleu=$(sed -n 's/.*"bleu": {"score": \([0-9.e+-]*\).*/\1/p' "$work/select-$label.json")
+  chrf=$(sed -n 's/.*"chrf": {"score": \([0-9.e+-]*\).*/\1/p' "$work/select-$label.json")
+  [ -n "$bleu" ] && [ -n "$chrf" ] || die "no BLEU or chrF in $work/select-$label.json"
+  echo "$label ($ckpt${raw:+ $raw}): valid BLEU $bleu, chrF $chrf"
+  # Higher BLEU wins; chrF breaks a tie; the earlier candidate stays on a full tie.
+  if awk -v a="$bleu" -v b="$best_bleu" -v c="$chrf" -v d="$best_chrf" 'BEGIN { exit !(a > b || (a == b && c > d)) }'
+  then best=$c best_bleu=$bleu best_chrf=$chrf; fi
 done
-echo "chosen: $best"
+IFS=: read -r chosen chosen_ckpt chosen_raw <<< "$best"
+echo "chosen: $chosen"
+printf '%s\n' "${candidates[@]}" > "$work/candidates.txt"
+echo "$chosen" > "$work/chosen.txt"
 
-step "export ($weights)"
-"$projmt" export --model "$best" --out "$out" --weights "$weights"
+step "export ($weights -> $out; fp32 -> $fp32_file)"
+"$projmt" export --model "$chosen_ckpt" $chosen_raw --out "$out" --weights "$weights" | tee "$logs/export.log"
+cp "$work/candidate-$chosen.fp32.pmt" "$fp32_file"
 
-step "scores of the exported file for the model card (beam 4)"
-"$projmt" eval --model "$out" --src "$data_dir/test.en" --ref "$data_dir/test.es" --beam-size 4
-for prefix in data/flores200-dev/flores200-dev /work/shared/data/flores200-dev/flores200-dev; do
-  if [ -f "$prefix.en" ] && [ -f "$prefix.es" ]; then
-    "$projmt" eval --model "$out" --src "$prefix.en" --ref "$prefix.es" --beam-size 4
-    break
+step "scores and decoding speed of the exported files (beam $beam_size; bench with $bench_threads thread(s))"
+for w in fp32 "$weights"; do
+  file=$fp32_file
+  [ "$w" = fp32 ] || file=$out
+  eval_json "$work/eval-test-$w.json" --model "$file" --src "$data_dir/test.en" --ref "$data_dir/test.es" \
+    --beam-size "$beam_size" --hyp-out "$work/test-$w.hyp"
+  eval_json "$work/eval-test-loss-$w.json" --model "$file" --split test --data-dir "$data_dir"
+  if [ "$flores" != none ]; then
+    eval_json "$work/eval-flores-$w.json" --model "$file" --src "$flores.en" --ref "$flores.es" \
+      --beam-size "$beam_size" --hyp-out "$work/flores-$w.hyp"
+  fi
+  "$projmt" bench --decode --model "$file" --data-dir "$data_dir" --sentences "$bench_sentences" \
+    --threads "$bench_threads" --json > "$logs/bench-$w.log" 2>&1 ||
+    die "projmt bench --decode failed: $(tail -n 3 "$logs/bench-$w.log")"
+  cat "$logs/bench-$w.log"
+  tail -n 1 "$logs/bench-$w.log" > "$work/bench-$w.json"
+  sed -n 's/^projmt bench --decode: \([0-9]*\) threads.*/\1/p' "$logs/bench-$w.log" > "$work/bench-$w.threads"
+  echo "$w, test split:"
+  grep '^BLEU\|^chrF' "$logs/eval-test-$w.log" || true
+  if [ "$flores" != none ]; then
+    echo "$w, FLORES-200 dev:"
+    grep '^BLEU\|^chrF' "$logs/eval-flores-$w.log" || true
   fi
 done
-"$projmt" bench --decode --model "$out" --data-dir "$data_dir"
-ls -l "$out" "$best"
+
+step "results and model card"
+"$python" scripts/release_results.py --run "$run" --work "$work" --data-dir "$data_dir" --flores "$flores" \
+  --out-file "$out" --fp32-file "$fp32_file" --weights "$weights" --name "$name" --beam-size "$beam_size" \
+  --max-mb "$max_mb" --command "$command_line" --output "$results"
+"$python" scripts/model_card.py "$results" --out "$out_dir/README.md"
+echo "wrote $results and $out_dir/README.md"
+size_ok=$(awk -v b="$(stat -c %s "$out")" -v m="$max_mb" 'BEGIN { print (b <= m * 1e6) }')
+[ "$size_ok" = 1 ] || die "$out is larger than --max-mb $max_mb MB; it must not be committed (use --weights int8)"
+echo "== done: $out ($(stat -c %s "$out") bytes), $results, $out_dir/README.md"

@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""release_results.py — gathers what scripts/train_release.sh measured into
+one machine-readable file, NAME.results.json, from which scripts/model_card.py
+writes the model card. Every number comes from a file the pipeline wrote
+(train.tsv, the effective config, the prepare manifest, `projmt eval --json`
+and `projmt bench --decode --json` lines, the exported files themselves), so
+the card never holds a number typed by hand. Python 3 standard library only.
+
+  release_results.py --run RUN --work RUN/release --data-dir D --flores PREFIX|none
+      --out-file FILE --fp32-file FILE --weights int8 --name NAME --beam-size 4
+      --max-mb 20 --command 'bash scripts/...' --output NAME.results.json
+
+Paths are written relative to the repository when they lie inside it.
+"""
+import argparse
+import configparser
+import csv
+import datetime
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FORMAT = "projmt-release-results"
+VERSION = 1
+
+
+def fail(msg):
+    sys.exit(f"release_results: {msg}")
+
+
+def shown_path(path):
+    """Relative to the repository when inside it, else absolute."""
+    full = os.path.abspath(path)
+    rel = os.path.relpath(full, REPO)
+    return full if rel.startswith("..") else rel
+
+
+def read_json_line(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.loads(f.read())
+    except (OSError, ValueError) as e:
+        fail(f"cannot read the JSON line in {path}: {e}")
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_facts(path):
+    return {"path": shown_path(path), "bytes": os.path.getsize(path), "sha256": sha256(path)}
+
+
+def number(text):
+    """An INI value as int or float when it is one, else the string."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def effective_config(path):
+    parser = configparser.ConfigParser(interpolation=None)
+    if not parser.read(path, encoding="utf-8"):
+        fail(f"cannot read the effective config {path}")
+    return {section: {k: number(v) for k, v in parser[section].items()} for section in parser.sections()}
+
+
+def training_facts(run):
+    """The last train row's position and the last validation row's scores."""
+    path = os.path.join(run, "train.tsv")
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f, delimiter="\t"))
+    except OSError as e:
+        fail(f"cannot read {path}: {e}")
+    if not rows:
+        fail(f"{path} has no rows")
+    last = rows[-1]
+    valid = [r for r in rows if r["kind"] == "valid"]
+    out = {"steps": int(last["step"]), "epochs": float(last["epoch"]),
+           "wall_minutes": float(last["elapsed_s"]) / 60.0, "last_valid": None}
+    if valid:
+        v = valid[-1]
+        out["last_valid"] = {"step": int(v["step"]), "loss": float(v["loss"]), "accuracy": float(v["accuracy"]),
+                             "bleu": float(v["bleu"]) if v["bleu"] else None,
+                             "chrf": float(v["chrf"]) if v["chrf"] else None}
+    return out
+
+
+def sittings(log_path):
+    """How many projmt train processes built this run: the runs logged in
+    train.log since the last one that started from scratch (each logs
+    'training: N pairs ...', a resumed one 'resuming from ...' before it)."""
+    try:
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().replace("\r", "\n").splitlines()
+    except OSError:
+        return None
+    count, resumed = 0, False
+    for line in lines:
+        if "resuming from " in line:
+            resumed = True
+        elif re.search(r"training: \d+ pairs", line):
+            count = count + 1 if resumed else 1
+            resumed = False
+    return count or None
+
+
+def score(path):
+    j = read_json_line(path)
+    return {"bleu": j["bleu"]["score"], "chrf": j["chrf"]["score"], "sentences": j["sentences"],
+            "beam_size": j["beam_size"], "bleu_signature": j["bleu"]["signature"],
+            "chrf_signature": j["chrf"]["signature"]}
+
+
+def speed(work, weights):
+    j = read_json_line(os.path.join(work, f"bench-{weights}.json"))
+    with open(os.path.join(work, f"bench-{weights}.threads"), encoding="utf-8") as f:
+        threads = int(f.read().strip())
+    runs = {r["run"]: r for r in j["runs"]}
+    # The uncapped runs decode with the model's own length limits, as translate does.
+    picked = {}
+    for key, label in (("greedy", "greedy, limits"), ("beam4", "beam 4, limits")):
+        if label not in runs:
+            fail(f"bench-{weights}.json has no '{label}' run")
+        picked[key] = {"sentences_per_s": runs[label]["sentences_per_s"],
+                       "src_words_per_s": runs[label]["src_words_per_s"],
+                       "tokens_per_s": runs[label]["tokens_per_s"]}
+    return {"threads": threads, "sentences": j["sentences"], "batch": j["batch"], **picked, "all_runs": j["runs"]}
+
+
+def git_facts():
+    def git(*args):
+        r = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True)
+        return r.stdout.strip() if r.returncode == 0 else None
+    commit = git("rev-parse", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "modified_files": None if dirty is None else len(dirty.splitlines())}
+
+
+def machine():
+    cpu = None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count()}
+
+
+def data_facts(data_dir):
+    manifest = read_json_line(os.path.join(data_dir, "manifest.json"))
+    corpus = manifest.get("config", {}).get("corpus") or None
+    out = {"data_dir": shown_path(data_dir), "corpus_file": os.path.basename(corpus) if corpus else None,
+           "corpus_sha256": sha256(corpus) if corpus and os.path.isfile(corpus) else None,
+           "input_lines": manifest["input_lines"], "kept_pairs": manifest["kept_pairs"],
+           "pairs": {s: manifest["splits"][s]["pairs"] for s in ("train", "valid", "test")},
+           "train_tokens": manifest["splits"]["train"]["tokens"], "vocab_size": manifest["vocab"]["size"],
+           "spm_model_type": manifest["config"]["spm_model_type"]}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for name in ("run", "work", "data-dir", "flores", "out-file", "fp32-file", "weights", "name", "command",
+                 "output"):
+        ap.add_argument("--" + name, required=True)
+    ap.add_argument("--beam-size", type=int, required=True)
+    ap.add_argument("--max-mb", type=float, required=True)
+    a = ap.parse_args()
+    work, w = a.work, a.weights
+
+    config = effective_config(os.path.join(a.run, "logs", "config.ini"))
+    train_cfg = config.get("train", {})
+    with open(os.path.join(work, "chosen.txt"), encoding="utf-8") as f:
+        chosen = f.read().strip()
+    candidates = []
+    with open(os.path.join(work, "candidates.txt"), encoding="utf-8") as f:
+        for line in f:
+            label, checkpoint, raw = line.rstrip("\n").split(":")
+            s = score(os.path.join(work, f"select-{label}.json"))
+            candidates.append({"label": label, "checkpoint": shown_path(checkpoint), "raw_weights": raw == "--raw",
+                               "bleu": s["bleu"], "chrf": s["chrf"]})
+    if chosen not in [c["label"] for c in candidates]:
+        fail(f"chosen candidate '{chosen}' is not among {candidates}")
+    select_sentences = score(os.path.join(work, f"select-{chosen}.json"))["sentences"]
+
+    kinds = ("fp32", w)
+    evals = {"test": {k: score(os.path.join(work, f"eval-test-{k}.json")) for k in kinds}, "flores200_dev": None}
+    for k in kinds:
+        loss = read_json_line(os.path.join(work, f"eval-test-loss-{k}.json"))
+        evals["test"][k].update({"loss": loss["loss"], "token_accuracy": loss["accuracy"]})
+    if a.flores != "none":
+        evals["flores200_dev"] = {k: score(os.path.join(work, f"eval-flores-{k}.json")) for k in kinds}
+    params = read_json_line(os.path.join(work, f"eval-test-loss-{w}.json"))["params"]
+
+    results = {
+        "format": FORMAT, "version": VERSION, "name": a.name,
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": a.command, "git": git_facts(), "machine": machine(),
+        "data": data_facts(a.data_dir),
+        "flores": None if a.flores == "none" else shown_path(a.flores),
+        "config": config,
+        "parameters": params,
+        "training": {**training_facts(a.run), "sittings": sittings(os.path.join(a.run, "logs", "train.log")),
+                     "precision": train_cfg.get("precision", "fp32"), "ema": train_cfg.get("ema"),
+                     "keep_last": train_cfg.get("keep_last"), "threads": train_cfg.get("threads"),
+                     "budget": {k: train_cfg.get(k) for k in ("minutes", "max_steps") if train_cfg.get(k)}},
+        "selection": {"split": "valid", "sentences": select_sentences, "beam_size": a.beam_size,
+                      "metric": "bleu", "candidates": candidates, "chosen": chosen},
+        "weights": w,
+        "files": {w: file_facts(a.out_file), "fp32": file_facts(a.fp32_file),
+                  "last_checkpoint_bytes": os.path.getsize(os.path.join(a.run, "last.ckpt")),
+                  "max_mb": a.max_mb},
+        "eval": evals,
+        "speed": {k: speed(work, k) for k in kinds},
+    }
+    tmp = a.output + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, a.output)
+
+
+if __name__ == "__main__":
+    main()
