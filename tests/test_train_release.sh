@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# test_train_release.sh — scripts/train_release.sh end to end on a made-up
+# corpus with a tiny config and a few steps (no spa.txt needed): an earlier
+# sitting is resumed, a used-up --session-minutes stops with status 75 and
+# the same command then finishes; the run produces the int8 file, the
+# results JSON and the model card; every number in the JSON is the one its
+# source file holds (train.tsv, eval and bench JSON lines, the files
+# themselves), the chosen candidate is the best by validation BLEU (chrF on
+# a tie), the card is exactly what model_card.py writes from the JSON and
+# shows its numbers; the exported file translates; a second run reuses the
+# finished training; --precision reaches projmt train only when given;
+# --max-mb refuses a file too large; bad usage exits 2.
+# FLORES is found through $PROJMT_FLORES (a made-up pair of files here).
+# Usage: bash test_train_release.sh <build-dir>
+set -uo pipefail
+
+build=$(cd "${1:?usage: test_train_release.sh <build-dir>}" && pwd)
+projmt="$build/projmt"
+[ -x "$projmt" ] || { echo "FAIL: $projmt not built"; exit 1; }
+here=$(cd "$(dirname "$0")" && pwd)
+release=$here/../scripts/train_release.sh
+source "$here/study_fixture.sh"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-release-XXXXXX")
+trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
+failures=0 passed=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { passed=$((passed + 1)); }
+check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
+last_lines() { tail -n 3 "$1" | tr '\n' ' '; }
+
+make_tiny_data "$projmt" "$tmp" || { echo "FAIL: prepare"; exit 1; }
+mkdir -p "$tmp/flores"
+cp "$tmp/data/test.en" "$tmp/flores/flores200-dev.en"
+cp "$tmp/data/test.es" "$tmp/flores/flores200-dev.es"
+export PROJMT_FLORES=$tmp/flores
+run=$tmp/run out=$tmp/out
+args=(--config "$tmp/tiny.ini" --data-dir "$tmp/data" --run "$run" --out-dir "$out" --build "$build"
+      --max-steps 12 --valid-every 3 --valid-bleu-sentences 10 --threads 1 --select-sentences 16
+      --bench-sentences 12)
+
+# A sitting with no time left stops before training, with status 75.
+bash "$release" "${args[@]}" --session-minutes 0.0001 > "$tmp/sitting0.log" 2>&1
+status=$?
+check "a used-up sitting exits 75 (got $status: $(last_lines "$tmp/sitting0.log"))" [ $status -eq 75 ]
+check "...saying how to go on" grep -q "run the same command again" "$tmp/sitting0.log"
+check "...without results" [ ! -e "$out/en-es.results.json" ]
+
+# An earlier sitting trained 6 of the 12 steps (the recipe's flags).
+mkdir -p "$run/logs"
+"$projmt" train --config "$tmp/tiny.ini" --attention standard --data-dir "$tmp/data" --save-dir "$run" \
+  --max-steps 6 --epochs 0 --minutes 0 --ema 0.999 --keep-last 5 --valid-every 3 --valid-bleu-sentences 10 \
+  --early-stopping-metric bleu --threads 1 >> "$run/logs/train.log" 2>&1
+status=$?
+check "earlier sitting trained" [ $status -eq 0 ]
+
+bash "$release" "${args[@]}" > "$tmp/release.log" 2>&1
+status=$?
+check "train_release.sh exits 0 (got $status: $(last_lines "$tmp/release.log"))" [ $status -eq 0 ]
+check "it resumed the earlier sitting" grep -q "resuming from .* at step 6" "$run/logs/train.log"
+check "it found FLORES through PROJMT_FLORES" grep -q "FLORES-200 dev:" "$tmp/release.log"
+for f in "$out/en-es.int8.pmt" "$out/en-es.results.json" "$out/README.md" "$run/release/en-es.fp32.pmt" \
+         "$run/logs/train.log" "$run/logs/config.ini" "$run/release/test-int8.hyp" "$run/release/flores-fp32.hyp"; do
+  check "$f written" [ -s "$f" ]
+done
+check "no checkpoint in the output folder" [ -z "$(find "$out" -name '*.ckpt')" ]
+check "only the shipped file, results and card in the output folder" \
+  [ "$(cd "$out" && ls | tr '\n' ' ')" = "README.md en-es.int8.pmt en-es.results.json " ]
+
+# The JSON holds the numbers of the files it was made from.
+json_check=$(/usr/bin/python3 - "$run" "$out" <<'PY'
+import csv, gzip, hashlib, json, os, sys
+run, out = sys.argv[1:]
+work = os.path.join(run, "release")
+r = json.load(open(os.path.join(out, "en-es.results.json")))
+bad = []
+def expect(cond, what):
+    if not cond: bad.append(what)
+def line(name): return json.loads(open(os.path.join(work, name)).read())
+rows = list(csv.DictReader(open(os.path.join(run, "train.tsv")), delimiter="\t"))
+t = r["training"]
+expect(r["format"] == "projmt-release-results" and r["weights"] == "int8", "format")
+expect(t["steps"] == 12 == int(rows[-1]["step"]), f"steps {t['steps']}")
+expect(abs(t["wall_minutes"] - float(rows[-1]["elapsed_s"]) / 60) < 1e-9, "wall minutes")
+expect(t["sittings"] == 2, f"sittings {t['sittings']}")
+expect(t["precision"] == "fp32" and t["ema"] == 0.999 and t["keep_last"] == 5, "recipe")
+expect(t["budget"] == {"max_steps": 12}, f"budget {t['budget']}")
+expect(r["config"]["model"]["d_model"] == 16, "config")
+s = r["selection"]
+labels = [c["label"] for c in s["candidates"]]
+expect(labels == ["best", "avg", "last-ema", "last-raw"], f"candidates {labels}")
+for c in s["candidates"]:
+    j = line(f"select-{c['label']}.json")
+    expect(c["bleu"] == j["bleu"]["score"] and c["chrf"] == j["chrf"]["score"], f"{c['label']} scores")
+    expect(j["sentences"] == 16 and j["beam_size"] == 4, f"{c['label']} scope")
+# the first candidate with the highest (BLEU, chrF), as max() returns
+top = max(s["candidates"], key=lambda c: (c["bleu"], c["chrf"]))
+expect(s["chosen"] == top["label"], f"chosen {s['chosen']}, best {top['label']}")
+expect(s["sentences"] == 16, "selection sentences")
+for split, name in (("test", "test"), ("flores200_dev", "flores")):
+    for w in ("fp32", "int8"):
+        j = line(f"eval-{name}-{w}.json")
+        e = r["eval"][split][w]
+        expect(e["bleu"] == j["bleu"]["score"] and e["chrf"] == j["chrf"]["score"], f"{split} {w} scores")
+        expect(e["sentences"] == 20 and e["beam_size"] == 4, f"{split} {w} scope")
+for w in ("fp32", "int8"):
+    j = line(f"eval-test-loss-{w}.json")
+    expect(r["eval"]["test"][w]["loss"] == j["loss"], f"test loss {w}")
+    b = line(f"bench-{w}.json")
+    runs = {x["run"]: x for x in b["runs"]}
+    sp = r["speed"][w]
+    expect(sp["threads"] == 1 and sp["sentences"] == 12, f"speed scope {w}")
+    expect(sp["greedy"]["sentences_per_s"] == runs["greedy, limits"]["sentences_per_s"], f"greedy speed {w}")
+    expect(sp["beam4"]["src_words_per_s"] == runs["beam 4, limits"]["src_words_per_s"], f"beam speed {w}")
+expect(r["parameters"] == line("eval-test-loss-int8.json")["params"], "parameters")
+for w, path in (("int8", os.path.join(out, "en-es.int8.pmt")), ("fp32", os.path.join(work, "en-es.fp32.pmt"))):
+    f = r["files"][w]
+    data = open(path, "rb").read()
+    expect(f["bytes"] == len(data) and f["sha256"] == hashlib.sha256(data).hexdigest(), f"{w} file facts")
+    expect(gzip.open(path).read(8) == b"PMTMODEL", f"{w} is an exported model file")
+expect(r["files"]["int8"]["bytes"] < r["files"]["fp32"]["bytes"], "int8 smaller than fp32")
+expect(r["data"]["pairs"] == {"train": 240, "valid": 20, "test": 20}, "data")
+expect("--max-steps 12" in r["command"] and "--session-minutes" not in r["command"], "command")
+print("ok" if not bad else "; ".join(bad))
+PY
+)
+check "results JSON matches its sources ($json_check)" [ "$json_check" = ok ]
+
+# The card is model_card.py's rendering of the JSON, and shows its numbers.
+card=$out/README.md
+/usr/bin/python3 "$here/../scripts/model_card.py" "$out/en-es.results.json" > "$tmp/card.md"
+check "card is generated from the JSON (no hand edits)" cmp -s "$tmp/card.md" "$card"
+card_numbers=$(/usr/bin/python3 - "$out/en-es.results.json" "$card" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); card = open(sys.argv[2]).read()
+missing = []
+def want(text):
+    if text not in card: missing.append(text)
+for split in ("test", "flores200_dev"):
+    e = r["eval"][split]
+    want(" | ".join(f"{e[w]['bleu']:.2f}" for w in ("fp32", "int8")) + " |")
+    want(" | ".join(f"{e[w]['chrf']:.2f}" for w in ("fp32", "int8")) + " |")
+for w in ("fp32", "int8"):
+    want(f"| {w}, greedy | {r['speed'][w]['greedy']['sentences_per_s']:,.1f} |")
+    want(f"| {w}, beam 4 | {r['speed'][w]['beam4']['sentences_per_s']:,.1f} |")
+    want(f"{r['files'][w]['bytes'] / 1e6:.2f} MB")
+want(f"{r['training']['steps']:,} steps")
+want(f"{r['parameters']:,}")
+want(r["command"])
+want("CC-BY 2.0 FR"); want("derivative"); want("Tatoeba"); want("manythings.org")
+want("decay 0.999"); want("newest 5 numbered checkpoints"); want("training precision | fp32")
+print("ok" if not missing else "missing: " + "; ".join(missing))
+PY
+)
+check "card shows the JSON's numbers ($card_numbers)" [ "$card_numbers" = ok ]
+
+printf 'I see the apple.\nTom wants the book.\n' | "$projmt" translate --model "$out/en-es.int8.pmt" \
+  > "$tmp/translated.txt" 2> "$tmp/translate.err"
+status=$?
+check "the int8 file translates (status $status: $(last_lines "$tmp/translate.err"))" [ $status -eq 0 ]
+check "...one line per input line" [ "$(wc -l < "$tmp/translated.txt")" -eq 2 ]
+
+# Again: the finished training is reused, even in a used-up sitting; results are rewritten.
+before=$(md5sum < "$run/train.tsv")
+cp "$out/en-es.results.json" "$tmp/results-first.json"
+bash "$release" "${args[@]}" --session-minutes 0.0001 > "$tmp/again.log" 2>&1
+status=$?
+check "second run exits 0 (got $status: $(last_lines "$tmp/again.log"))" [ $status -eq 0 ]
+check "...reusing the finished training" grep -q "train: finished earlier" "$tmp/again.log"
+check "...train.tsv untouched" [ "$before" = "$(md5sum < "$run/train.tsv")" ]
+# (all but the time of writing and the measured speed)
+same=$(/usr/bin/python3 - "$tmp/results-first.json" "$out/en-es.results.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for r in (a, b):
+    del r["created_utc"], r["speed"]
+print("same" if a == b else "different")
+PY
+)
+check "...the same training facts, choice and scores ($same)" [ "$same" = same ]
+
+# --max-mb: a file over the limit is refused (after the results are written).
+bash "$release" "${args[@]}" --max-mb 0.01 > "$tmp/big.log" 2>&1
+status=$?
+check "--max-mb refuses a larger file (status $status)" [ $status -eq 1 ]
+check "...naming the limit" grep -q "larger than --max-mb 0.01" "$tmp/big.log"
+
+# --precision reaches projmt train only when given: a build whose train knows
+# the flag records it in the effective config; one that does not refuses it.
+if grep -q -- "--precision" <<< "$("$projmt" train --help 2>&1)"; then
+  bash "$release" "${args[@]}" --run "$tmp/run-precision" --out-dir "$tmp/out-precision" --precision fp32 \
+    > "$tmp/precision.log" 2>&1
+  status=$?
+  check "--precision fp32 run exits 0 ($(last_lines "$tmp/precision.log"))" [ $status -eq 0 ]
+  check "...and reaches train's config" grep -q "^precision = fp32" "$tmp/run-precision/logs/config.ini"
+else
+  bash "$release" "${args[@]}" --run "$tmp/run-precision" --out-dir "$tmp/out-precision" --precision fp32 \
+    > "$tmp/precision.log" 2>&1
+  status=$?
+  check "--precision goes to a train without the flag, which refuses it (status $status)" [ $status -eq 1 ]
+  check "...saying so" grep -q "projmt train refused the recipe's flags" "$tmp/precision.log"
+fi
+check "the finished run's recipe is recorded" [ -s "$run/logs/trained" ]
+check "without --precision, train gets no such flag" [ -z "$(grep -e '--precision' "$run/logs/trained")" ]
+
+bash "$release" --weights fp16 > "$tmp/usage.log" 2>&1
+status=$?
+check "bad --weights exits 2 (got $status)" [ $status -eq 2 ]
+bash "$release" --no-such-option > "$tmp/usage2.log" 2>&1
+status=$?
+check "unknown option exits 2 (got $status)" [ $status -eq 2 ]
+bash "$release" --help > "$tmp/help.log" 2>&1
+check "--help describes --session-minutes" grep -q -- "--session-minutes M" "$tmp/help.log"
+
+echo "$passed passed, $failures failed"
+[ "$failures" -eq 0 ]
