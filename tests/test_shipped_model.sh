@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# test_shipped_model.sh — the model committed in models/ (written by
+# scripts/train_release.sh): models/en-es.int8.pmt is an exported model file
+# (not a checkpoint) within the size limit of its results, is the file its
+# results JSON describes (bytes, sha256), loads and translates a pipe of
+# sentences line for line and a single sentence as the README shows, and
+# models/README.md is exactly the card scripts/model_card.py writes from
+# models/en-es.results.json (so no number on it was typed by hand).
+# SKIPPED while no model is shipped (before the release run is committed).
+# Usage: bash test_shipped_model.sh <build-dir>
+set -uo pipefail
+build=$(cd "${1:?usage: test_shipped_model.sh <build-dir>}" && pwd)
+projmt=$build/projmt
+cd "${PROJMT_SOURCE_DIR:-$(dirname "$0")/..}" || exit 1
+model=models/en-es.int8.pmt results=models/en-es.results.json card=models/README.md
+if [ ! -e "$model" ]; then
+  echo "SKIPPED: no shipped model: $model is written by scripts/train_release.sh and committed after the release run"
+  exit 77
+fi
+[ -x "$projmt" ] || { echo "FAIL: $projmt not built"; exit 1; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-shipped-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+failures=0 passed=0
+check() { local what=$1; shift; if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi; }
+
+check "$results is committed with the model" [ -s "$results" ]
+facts=$(/usr/bin/python3 - "$model" "$results" <<'PY'
+import gzip, hashlib, json, sys
+model, results = sys.argv[1:]
+bad = []
+try:
+    magic = gzip.open(model).read(8)
+except OSError as e:
+    magic = repr(e).encode()
+if magic != b"PMTMODEL":
+    bad.append(f"not an exported model file (starts {magic!r}; a checkpoint starts b'PMTCKPT')")
+data = open(model, "rb").read()
+try:
+    r = json.load(open(results))
+    f = r["files"][r["weights"]]
+    if f["path"] != model: bad.append(f"results describe {f['path']}")
+    if f["bytes"] != len(data): bad.append(f"{len(data)} bytes, results say {f['bytes']}")
+    if f["sha256"] != hashlib.sha256(data).hexdigest(): bad.append("sha256 differs from the results'")
+    if len(data) > r["files"]["max_mb"] * 1e6: bad.append(f"{len(data)} bytes, over {r['files']['max_mb']} MB")
+except (OSError, ValueError, KeyError) as e:
+    bad.append(f"results unreadable: {e!r}")
+print("ok" if not bad else "; ".join(bad))
+PY
+)
+check "$model is the file its results describe ($facts)" [ "$facts" = ok ]
+
+printf 'Where is the train station?\nI would like a cup of coffee.\nShe reads a book every week.\n' > "$tmp/in.txt"
+"$projmt" translate --model "$model" < "$tmp/in.txt" > "$tmp/out.txt" 2> "$tmp/err.txt"
+status=$?
+check "$model translates a pipe (status $status: $(tail -n 2 "$tmp/err.txt" | tr '\n' ' '))" [ $status -eq 0 ]
+check "...one line per input line" [ "$(wc -l < "$tmp/out.txt")" -eq 3 ]
+check "...none of them empty" [ "$(grep -c . "$tmp/out.txt")" -eq 3 ]
+echo "Where is the train station?" | "$projmt" translate --model "$model" > "$tmp/one.txt" 2> /dev/null
+check "the README's one-line command translates" [ -s "$tmp/one.txt" ]
+check "README shows that command" grep -qF "./build/projmt translate --model $model" README.md
+
+/usr/bin/python3 scripts/model_card.py "$results" > "$tmp/card.md"
+status=$?
+check "model_card.py renders $results" [ $status -eq 0 ]
+check "$card is the card generated from $results (regenerate: python3 scripts/model_card.py $results --out $card)" \
+  cmp -s "$tmp/card.md" "$card"
+
+echo "$passed passed, $failures failed"
+[ "$failures" -eq 0 ]
