@@ -47,14 +47,23 @@ step "5/6 plots"
 echo "curves: $run_dir/plots/*.png"
 
 step "6/6 translating a few sentences"
-printf '%s\n' "Hello, how are you?" "I would like a cup of coffee." "Where is the train station?" \
-  "She reads a book every week." "We are going to the beach tomorrow." |
-  ./build/projmt translate --model "$run_dir/best.ckpt" --beam-size 4
+sentences=("Hello, how are you?" "I would like a cup of coffee." "Where is the train station?"
+           "She reads a book every week." "We are going to the beach tomorrow.")
+printf '%s\n' "${sentences[@]}" | ./build/projmt translate --model "$run_dir/best.ckpt" --beam-size 4
+# The model shipped in models/ (scripts/train_release.sh), when this checkout has it.
+shipped=models/en-es.int8.pmt
+if [ -f "$shipped" ]; then
+  step "the same sentences with the shipped model ($shipped; its card: models/README.md)"
+  printf '%s\n' "${sentences[@]}" | ./build/projmt translate --model "$shipped" --beam-size 4
+fi
 
 cat <<MSG
 
 Done. Translate interactively (line editing, history, :beam N, :quit):
   ./build/projmt translate --model $run_dir/best.ckpt
+MSG
+[ ! -f "$shipped" ] || echo "  ./build/projmt translate --model $shipped      (the shipped model)"
+cat <<MSG
 Train longer or the base model:   ./build/projmt train --config configs/base.ini --save-dir models/base
 Compare the attention forms:      bash scripts/compare.sh --name my-study --epochs 2
 MSG
