@@ -195,7 +195,11 @@ session_over() {
 # that starts after it finished must not stop as unfinished).
 trained_marker=$logs/trained
 recipe=$(printf '%q ' "${train_flags[@]}")
-if [ $fresh -eq 1 ]; then rm -f "$trained_marker"; fi
+if [ $fresh -eq 1 ]; then
+  # projmt train --fresh keeps the old run's step-N.ckpt files, and --keep-last
+  # would then keep the old run's newest ones instead of the new run's.
+  rm -f "$trained_marker" "$run"/step-*.ckpt
+fi
 if [ -f "$trained_marker" ] && [ "$(cat "$trained_marker")" = "$recipe" ] && [ -f "$run/last.ckpt" ]; then
   step "train: finished earlier ($run/last.ckpt; --fresh to start over)"
 else
@@ -290,6 +294,9 @@ for w in fp32 "$weights"; do
     eval_json "$work/eval-flores-$w.json" --model "$file" --src "$flores.en" --ref "$flores.es" \
       --beam-size "$beam_size" --hyp-out "$work/flores-$w.hyp"
   fi
+  # The 1-minute load average as the timing starts: how busy the machine was.
+  read -r load_1min _ < /proc/loadavg
+  echo "$load_1min" > "$work/bench-$w.loadavg"
   "$projmt" bench --decode --model "$file" --data-dir "$data_dir" --sentences "$bench_sentences" \
     --threads "$bench_threads" --json > "$logs/bench-$w.log" 2>&1 ||
     die "projmt bench --decode failed: $(tail -n 3 "$logs/bench-$w.log")"

@@ -109,6 +109,7 @@ for w in ("fp32", "int8"):
     runs = {x["run"]: x for x in b["runs"]}
     sp = r["speed"][w]
     expect(sp["threads"] == 1 and sp["sentences"] == 12, f"speed scope {w}")
+    expect(sp["load_average_1min"] == float(open(os.path.join(work, f"bench-{w}.loadavg")).read()), f"load {w}")
     expect(sp["greedy"]["sentences_per_s"] == runs["greedy, limits"]["sentences_per_s"], f"greedy speed {w}")
     expect(sp["beam4"]["src_words_per_s"] == runs["beam 4, limits"]["src_words_per_s"], f"beam speed {w}")
 expect(r["parameters"] == line("eval-test-loss-int8.json")["params"], "parameters")
@@ -177,6 +178,19 @@ print("same" if a == b else "different")
 PY
 )
 check "...the same training facts, choice and scores ($same)" [ "$same" = same ]
+
+# --fresh starts over: the old run's numbered checkpoints (step 12 and
+# before) are not kept in place of the new run's, nor averaged.
+bash "$release" "${args[@]}" --run "$tmp/run-fresh" --out-dir "$tmp/out-fresh" > "$tmp/fresh0.log" 2>&1
+bash "$release" "${args[@]}" --run "$tmp/run-fresh" --out-dir "$tmp/out-fresh" --max-steps 6 --fresh \
+  > "$tmp/fresh.log" 2>&1
+status=$?
+check "--fresh run exits 0 ($(last_lines "$tmp/fresh.log"))" [ $status -eq 0 ]
+check "...trained 6 steps" [ "$(awk -F'\t' 'END { print $2 }' "$tmp/run-fresh/train.tsv")" = 6 ]
+check "...keeps only its own numbered checkpoints ($(cd "$tmp/run-fresh" && ls step-*.ckpt | tr '\n' ' '))" \
+  [ "$(cd "$tmp/run-fresh" && ls step-*.ckpt | tr '\n' ' ')" = "step-3.ckpt step-6.ckpt " ]
+check "...and averages them" grep -q "average of 2 checkpoint(s): .*step-3.ckpt, .*step-6.ckpt" \
+  "$tmp/run-fresh/logs/average.log"
 
 # --max-mb: a file over the limit is refused (after the results are written).
 bash "$release" "${args[@]}" --max-mb 0.01 > "$tmp/big.log" 2>&1
