@@ -128,6 +128,8 @@ def speed(work, weights):
     j = read_json_line(os.path.join(work, f"bench-{weights}.json"))
     with open(os.path.join(work, f"bench-{weights}.threads"), encoding="utf-8") as f:
         threads = int(f.read().strip())
+    with open(os.path.join(work, f"bench-{weights}.loadavg"), encoding="utf-8") as f:
+        load = float(f.read().strip())
     runs = {r["run"]: r for r in j["runs"]}
     # The uncapped runs decode with the model's own length limits, as translate does.
     picked = {}
@@ -137,7 +139,8 @@ def speed(work, weights):
         picked[key] = {"sentences_per_s": runs[label]["sentences_per_s"],
                        "src_words_per_s": runs[label]["src_words_per_s"],
                        "tokens_per_s": runs[label]["tokens_per_s"]}
-    return {"threads": threads, "sentences": j["sentences"], "batch": j["batch"], **picked, "all_runs": j["runs"]}
+    return {"threads": threads, "sentences": j["sentences"], "batch": j["batch"], "load_average_1min": load,
+            **picked, "all_runs": j["runs"]}
 
 
 def git_facts():
