@@ -17,6 +17,7 @@ set -uo pipefail
 build=$(cd "${1:?usage: test_train_release.sh <build-dir>}" && pwd)
 projmt="$build/projmt"
 [ -x "$projmt" ] || { echo "FAIL: $projmt not built"; exit 1; }
+[ -x /usr/bin/python3 ] || { echo "SKIPPED: /usr/bin/python3 not installed (apt-get install python3)"; exit 77; }
 here=$(cd "$(dirname "$0")" && pwd)
 release=$here/../scripts/train_release.sh
 source "$here/study_fixture.sh"
