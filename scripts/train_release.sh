@@ -26,6 +26,8 @@
 #   --session-minutes M    end this sitting after about M minutes of training:
 #                          projmt saves last.ckpt as on Ctrl-C and the script
 #                          exits 75; the same command continues exactly there
+#                          (the evaluation after training is not counted: it
+#                          takes a few minutes more on this machine)
 #   --fresh                start the training over (ignores last.ckpt)
 # Recipe (release defaults):
 #   --config FILE          configs/base.ini
@@ -75,7 +77,7 @@ precision=() threads=0
 data_dir=data/spa-eng flores=auto select_sentences=all beam_size=4 bench_sentences=1000 bench_threads=1
 run=models/release-run out_dir=models name=en-es weights=int8 max_mb=20 build=build
 extra=()
-usage() { sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,59p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) minutes=$2; shift 2 ;;
