@@ -170,7 +170,7 @@ def card(r):
         f"batches of {sp['fp32']['batch']}, the model's length limits, {sp['fp32']['threads']} thread(s), "
         f"one run each on the machine above at the end of training ({r['machine']['cores']} cores; 1-minute "
         f"load average {sp['fp32']['load_average_1min']:.2f} and {sp[w]['load_average_1min']:.2f} as the "
-        f"fp32 and {w} timings started: more than the thread count means the machine was shared).")
+        f"fp32 and {w} timings started; a load above the core count means the machine was shared).")
     add("")
     add("| | sentences/s | source words/s | output tokens/s |")
     add("|---|---|---|---|")
