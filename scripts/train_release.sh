@@ -197,11 +197,7 @@ session_over() {
 # that starts after it finished must not stop as unfinished).
 trained_marker=$logs/trained
 recipe=$(printf '%q ' "${train_flags[@]}")
-if [ $fresh -eq 1 ]; then
-  # projmt train --fresh keeps the old run's step-N.ckpt files, and --keep-last
-  # would then keep the old run's newest ones instead of the new run's.
-  rm -f "$trained_marker" "$run"/step-*.ckpt
-fi
+[ $fresh -eq 0 ] || rm -f "$trained_marker"
 if [ -f "$trained_marker" ] && [ "$(cat "$trained_marker")" = "$recipe" ] && [ -f "$run/last.ckpt" ]; then
   step "train: finished earlier ($run/last.ckpt; --fresh to start over)"
 else

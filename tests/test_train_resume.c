@@ -272,6 +272,18 @@ static void test_resume_ema(void) {
     }
     expect_kept_steps(a);
     expect_kept_steps(b);
+    /* --fresh in a folder with an older, longer run's step files: only the
+     * new run's newest 2 remain (the bug kept the old 16 and 24 and deleted
+     * the new run's own files as "older"). */
+    static trace tc;
+    rc = run(&d, b, 10, 1, &tc, &res, err, sizeof err);
+    CHECK_MSG(rc == 0 && res.steps == 10, "%s", err);
+    int64_t *steps;
+    int n;
+    CHECK_MSG(pmt_step_checkpoints(b, &steps, &n, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(n == 2 && steps[0] == 8 && steps[1] == 10, "after --fresh: %d step checkpoints, newest %lld", n,
+              n > 0 ? (long long)steps[n - 1] : -1LL);
+    free(steps);
     /* The average does not change training, but validation scores it. */
     CHECK(!memcmp(plain_trace.loss, ta.loss, sizeof ta.loss));
     char with[160], without[160];

@@ -435,6 +435,34 @@ static int save_numbered(trainer *t, char *err, size_t errlen) {
     return 0;
 }
 
+/* --fresh: the old run's best.ckpt and step-<N>.ckpt files go, so that
+ * --keep-last does not keep the old run's newer steps in place of this
+ * run's, and `projmt average --last N` never mixes two runs. last.ckpt is
+ * overwritten by the first save. */
+static int remove_old_run(trainer *t, char *err, size_t errlen) {
+    char path[PMT_PATH_MAX + 48], inner[512];
+    if (unlink(t->best_path) != 0 && errno != ENOENT) {
+        snprintf(err, errlen, "--fresh: cannot remove the old '%s': %s", t->best_path, strerror(errno));
+        return -1;
+    }
+    int64_t *steps;
+    int n;
+    if (pmt_step_checkpoints(t->cfg.save_dir, &steps, &n, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "--fresh: %s", inner);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        pmt_step_checkpoint_path(path, sizeof path, t->cfg.save_dir, steps[i]);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            snprintf(err, errlen, "--fresh: cannot remove the old '%s': %s", path, strerror(errno));
+            rc = -1;
+        }
+    }
+    free(steps);
+    return rc;
+}
+
 static int save_last(trainer *t, char *err, size_t errlen) {
     t->st.elapsed_seconds = elapsed(t);
     check_ranks_agree(t);
@@ -653,10 +681,7 @@ static int setup(trainer *t, char *err, size_t errlen) {
     snprintf(t->best_path, sizeof t->best_path, "%s/best.ckpt", c->save_dir);
     snprintf(t->tsv_path, sizeof t->tsv_path, "%s/train.tsv", c->save_dir);
     t->log.quiet = t->opt->quiet || !root;
-    if (root && t->opt->fresh && unlink(t->best_path) != 0 && errno != ENOENT) {
-        snprintf(err, errlen, "--fresh: cannot remove the old '%s': %s", t->best_path, strerror(errno));
-        return -1;
-    }
+    if (root && t->opt->fresh && remove_old_run(t, err, errlen) != 0) return -1;
     if (setup_batchers(t, err, errlen) != 0) return -1;
     if (pmt_model_init(&t->model, c, t->data->vocab_size, c->batch_tokens, c->max_len, inner, sizeof inner) != 0 ||
         pmt_optim_init(&t->optim, c, t->model.tensors, t->model.n_tensors, t->model.n_params, inner,
