@@ -58,11 +58,11 @@ typedef struct {
 
 static void b_attn_fwd(void *p) {
     bctx *c = p;
-    attention_forward(c->out, c->probs, c->q, c->k, c->v, c->klen, c->causal, c->B, c->T, c->S, c->C, c->NH, 0.125f);
+    attention_forward(c->out, c->probs, c->q, c->k, c->v, c->C, c->C, c->klen, c->causal, c->B, c->T, c->S, c->C, c->NH, 0.125f);
 }
 static void b_attn_bwd(void *p) {
     bctx *c = p;
-    attention_backward(c->dq, c->dk, c->dv, c->dout, c->probs, c->q, c->k, c->v, c->klen, c->causal,
+    attention_backward(c->dq, c->dk, c->dv, c->dout, c->probs, c->q, c->k, c->v, c->C, c->C, c->klen, c->causal,
                        c->B, c->T, c->S, c->C, c->NH, 0.125f);
 }
 static void b_proj_fwd(void *p) {

@@ -12,7 +12,11 @@
  *     tensors, a 200 MB SentencePiece model, 255 state fields in a tiny
  *     file) are refused before anything of that size is allocated, naming
  *     the count;
- *   - the corpus identity (pairs, checksum) round-trips in version 2.
+ *   - the corpus identity (pairs, checksum) round-trips in version 2;
+ *   - files of builds before the fused Q/K/V projection (separate wq, bq,
+ *     wk, bk, wv, bv per site) load in the fused layout, parameters, Adam
+ *     moments and moving average alike, and fit the model; a separate-Q/K/V
+ *     run that is not whole is refused by name.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +68,8 @@ typedef struct {
     int stop_after_header;       /* end the file after the counts */
     int v2_unknown_state_field;  /* add a state field named "future_counter" */
     uint32_t n_state_fields_claim;
+    int legacy_qkv;              /* the separate Q/K/V layout (testutil.h) */
+    int legacy_broken;           /* ... with the first site's bq renamed */
 } layout;
 
 /* The v1 state: 17 eight-byte fields in the order of that build's struct. */
@@ -99,6 +105,22 @@ static void put_state_v2(raw_writer *w, const layout *l) {
 
 static void write_file(const char *path, const pmt_model *m, const layout *l) {
     raw_writer w = {gzopen(path, "wb1"), crc32(0L, Z_NULL, 0)};
+    pmt_tensor *table = calloc((size_t)m->n_tensors * 3, sizeof *table);
+    float *params = malloc(m->n_params * sizeof *params);
+    int n_tensors = m->n_tensors;
+    memcpy(table, m->tensors, (size_t)n_tensors * sizeof *table);
+    memcpy(params, m->params, m->n_params * sizeof *params);
+    if (l->legacy_qkv) {
+        n_tensors = test_legacy_qkv_table(m, table);
+        test_unfuse_qkv(m, m->params, params);
+        for (int i = 0; l->legacy_broken && i < n_tensors; i++) {
+            char *leaf = strrchr(table[i].name, '.');
+            if (leaf && !strcmp(leaf, ".bq")) {
+                strcpy(leaf, ".bx");
+                break;
+            }
+        }
+    }
     CHECK(w.gz != NULL);
     char *config = pmt_config_to_string(&m->cfg);
     const char *text = l->config ? l->config : config;
@@ -111,40 +133,44 @@ static void write_file(const char *path, const pmt_model *m, const layout *l) {
     if (l->spm_len_claim && l->stop_after_header) goto done;
     put(&w, SPM, sizeof SPM);
     put_i32(&w, m->V);
-    put_i32(&w, l->n_tensors_claim ? l->n_tensors_claim : m->n_tensors);
+    put_i32(&w, l->n_tensors_claim ? l->n_tensors_claim : n_tensors);
     if (l->n_tensors_claim && l->stop_after_header) goto done;
-    for (int i = 0; i < m->n_tensors; i++) {
+    for (int i = 0; i < n_tensors; i++) {
         char name[NAME_BYTES] = {0};
-        snprintf(name, sizeof name, "%s", m->tensors[i].name);
+        snprintf(name, sizeof name, "%s", table[i].name);
         put(&w, name, sizeof name);
-        put_i32(&w, m->tensors[i].rows);
-        put_i32(&w, m->tensors[i].cols);
-        put_u64(&w, m->tensors[i].offset);
-        put_u64(&w, m->tensors[i].size);
+        put_i32(&w, table[i].rows);
+        put_i32(&w, table[i].cols);
+        put_u64(&w, table[i].offset);
+        put_u64(&w, table[i].size);
     }
     put_u64(&w, l->n_params_claim ? l->n_params_claim : m->n_params);
     if (l->n_params_claim && l->stop_after_header) goto done;
-    put(&w, m->params, m->n_params * sizeof(float));
-    if (l->flags & 1) {
-        put(&w, m->params, m->n_params * sizeof(float));
-        put(&w, m->params, m->n_params * sizeof(float));
+    put(&w, params, m->n_params * sizeof(float));
+    if (l->flags & 1) {   /* Adam moments: the parameters again */
+        put(&w, params, m->n_params * sizeof(float));
+        put(&w, params, m->n_params * sizeof(float));
         put_u64(&w, 7); put_u64(&w, 0); put_u64(&w, 1);
     }
     if (l->flags & 2) {
         if (l->version == 1) put_state_v1(&w);
         else put_state_v2(&w, l);
     }
+    if (l->flags & 4) put(&w, params, m->n_params * sizeof(float));   /* moving average: the same */
     uint32_t crc = (uint32_t)w.crc;
     CHECK(gzwrite(w.gz, &crc, 4) == 4);
 done:
     CHECK(gzclose(w.gz) == Z_OK);
     free(config);
+    free(table);
+    free(params);
 }
 
 static void test_version1(const char *dir, const pmt_model *m) {
     char path[4200], err[512];
     snprintf(path, sizeof path, "%s/v1.ckpt", dir);
-    write_file(path, m, &(layout){.version = 1, .flags = 3});
+    /* Version-1 files predate the fused Q/K/V projection. */
+    write_file(path, m, &(layout){.version = 1, .flags = 3, .legacy_qkv = 1});
     pmt_checkpoint ck;
     int rc = pmt_checkpoint_load(&ck, path, err, sizeof err);
     CHECK_MSG(rc == 0, "%s", err);
@@ -224,6 +250,39 @@ static void test_identity_round_trip(const char *dir, const pmt_model *m) {
     pmt_checkpoint_free(&ck);
 }
 
+/* A checkpoint of the separate Q/K/V layout loads as the model's own
+ * layout: same table, and every stored array (parameters, both Adam
+ * moments, moving average) permuted alike, so a resumed run continues from
+ * the same state; it copies into a model of the config. */
+static void test_legacy_qkv(const char *dir, const pmt_model *m) {
+    char path[4200], err[512];
+    snprintf(path, sizeof path, "%s/legacy-qkv.ckpt", dir);
+    write_file(path, m, &(layout){.version = 2, .flags = 7, .legacy_qkv = 1});
+    pmt_checkpoint ck;
+    int rc = pmt_checkpoint_load(&ck, path, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s", err);
+    if (rc != 0) return;
+    const size_t bytes = m->n_params * sizeof(float);
+    CHECK(ck.n_tensors == m->n_tensors && ck.n_params == m->n_params && ck.has_optim && ck.has_ema);
+    for (int i = 0; i < ck.n_tensors && i < m->n_tensors; i++)
+        CHECK_MSG(!strcmp(ck.tensors[i].name, m->tensors[i].name) && ck.tensors[i].rows == m->tensors[i].rows &&
+                  ck.tensors[i].cols == m->tensors[i].cols && ck.tensors[i].offset == m->tensors[i].offset,
+                  "tensor %d: '%s', the model's '%s'", i, ck.tensors[i].name, m->tensors[i].name);
+    CHECK(memcmp(ck.params, m->params, bytes) == 0);
+    CHECK(memcmp(ck.adam_m, m->params, bytes) == 0 && memcmp(ck.adam_v, m->params, bytes) == 0);
+    CHECK(memcmp(ck.ema, m->params, bytes) == 0);
+    pmt_model copy;
+    rc = pmt_model_init_inference(&copy, &m->cfg, m->V, 16, 8, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s", err);
+    if (rc == 0) {
+        CHECK_MSG(pmt_checkpoint_copy_params(&ck, &copy, err, sizeof err) == 0, "%s", err);
+        CHECK(memcmp(copy.params, m->params, bytes) == 0);
+        pmt_model_free(&copy);
+    }
+    pmt_checkpoint_free(&ck);
+    expect_refused(dir, m, &(layout){.version = 2, .legacy_qkv = 1, .legacy_broken = 1}, "cannot be converted");
+}
+
 int main(void) {
     const char *dir = test_tmpdir("ckpt-compat");
     pmt_model m;
@@ -232,6 +291,7 @@ int main(void) {
     test_unknown_keys(dir, &m);
     test_lying_headers(dir, &m);
     test_identity_round_trip(dir, &m);
+    test_legacy_qkv(dir, &m);
     pmt_model_free(&m);
     return test_finish();
 }

@@ -4,7 +4,9 @@
  * trip per weight type (config, SentencePiece bytes and table exact; fp32
  * weights bitwise, bf16/int8 weights exactly their rounding, vectors fp32);
  * the moving average is what gets exported; an int8 file is at most 30 % of
- * its checkpoint; truncated, corrupted, appended-to, wrong-version and
+ * its checkpoint; a file exported by a build before the fused Q/K/V
+ * projection (separate wq, bq, wk, bk, wv, bv) loads as the same weights,
+ * bit for bit, in every weight type; truncated, corrupted, appended-to, wrong-version and
  * impossible-count files are refused with a message naming the file.
  */
 #include <math.h>
@@ -149,6 +151,25 @@ static void test_round_trip(const char *dir) {
         pmt_model back;
         CHECK_MSG(pmt_checkpoint_load_model(out, &back, 32, 0, NULL, err, sizeof err) == 0, "%s", err);
         CHECK(!memcmp(back.params, e.params, e.n_params * sizeof(float)));
+        pmt_model_free(&back);
+        /* The same weights exported in the separate Q/K/V layout read back
+         * as the same values: bf16 rounds each weight and int8 each row by
+         * itself, so fusing before or after the rounding is the same. */
+        pmt_checkpoint legacy = ck;
+        legacy.tensors = calloc((size_t)m.n_tensors * 3, sizeof *legacy.tensors);
+        legacy.params = malloc(m.n_params * sizeof(float));
+        legacy.n_tensors = test_legacy_qkv_table(&m, legacy.tensors);
+        test_unfuse_qkv(&m, ck.params, legacy.params);
+        int sites = 0;
+        for (int i = 0; i < m.n_tensors; i++) sites += strstr(m.tensors[i].name, ".wqkv") != NULL;
+        CHECK(sites > 0 && legacy.n_tensors == m.n_tensors + 4 * sites);
+        snprintf(out, sizeof out, "%s/legacy.%s", dir, pmt_weight_type_name(w));
+        CHECK_MSG(pmt_model_file_export(out, &legacy, w, 1, err, sizeof err) == 0, "%s", err);
+        free(legacy.tensors);
+        free(legacy.params);
+        CHECK_MSG(pmt_checkpoint_load_model(out, &back, 32, 0, NULL, err, sizeof err) == 0, "%s", err);
+        CHECK_MSG(!memcmp(back.params, e.params, e.n_params * sizeof(float)), "%s: legacy export differs",
+                  pmt_weight_type_name(w));
         pmt_model_free(&back);
         pmt_checkpoint_free(&e);
     }

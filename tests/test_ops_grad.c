@@ -200,7 +200,7 @@ static double attn_loss(void *c_) {
         projattn_forward(c->out, c->probs, c->q, c->k, c->log_sigma, c->klen, c->causal,
                          c->B, c->T, c->S, c->C, c->NH);
     else
-        attention_forward(c->out, c->probs, c->q, c->k, c->v, c->klen, c->causal,
+        attention_forward(c->out, c->probs, c->q, c->k, c->v, c->C, c->C, c->klen, c->causal,
                           c->B, c->T, c->S, c->C, c->NH, c->scale);
     return tu_dot_r(c->out, c->r, (size_t)c->B * c->T * c->C);
 }
@@ -263,7 +263,7 @@ static void check_attention(const char *name, int proj, int self, int learned, i
         projattn_backward(dq, dkk, learned ? dls : NULL, r, probs, q, kk, log_sigma, klen, causal,
                           B, T, S, C, NH);
     else
-        attention_backward(dq, dkk, dvv, r, probs, q, kk, vv, klen, causal, B, T, S, C, NH, c.scale);
+        attention_backward(dq, dkk, dvv, r, probs, q, kk, vv, C, C, klen, causal, B, T, S, C, NH, c.scale);
     CHECK_MSG(tu_all_finite(dq, nq) && tu_all_finite(dk, nk) && tu_all_finite(dv, nk) &&
               tu_all_finite(dls, NH), "%s: non-finite gradient", name);
 

@@ -229,8 +229,8 @@ static void test_cached_attention(void) {
             memcpy(vg + ((size_t)r * CAP + j) * C, vc + ((size_t)map[j * R + r] * CAP + j) * C, sizeof(float) * C);
         }
     for (int r = 0; r < R; r++) klen[r] = NK;
-    attention_forward_few_queries(o1, p1, q, kg, vg, klen, 0, R, 1, CAP, C, NH, 0.35f);
-    attention_forward_cached(o2, p2, q, kc, vc, map, R, R, NK, CAP, C, NH, 0.35f);
+    attention_forward_few_queries(o1, p1, q, kg, vg, C, C, klen, 0, R, 1, CAP, C, NH, 0.35f);
+    attention_forward_cached(o2, p2, q, kc, vc, C, map, R, R, NK, CAP, C, NH, 0.35f);
     CHECK(memcmp(o1, o2, sizeof(float) * R * C) == 0 && memcmp(p1, p2, sizeof(float) * R * NH * CAP) == 0);
     projattn_forward_few_queries(o1, p1, q, kg, log_sigma, klen, 0, R, 1, CAP, C, NH);
     projattn_forward_cached(o2, p2, q, kc, map, R, log_sigma, R, NK, CAP, C, NH);
@@ -274,7 +274,7 @@ static void test_attention_reference(void) {
     tu_fill(q, B * T * C, -2, 2);
     tu_fill(k, B * S * C, -2, 2);
     tu_fill(v, B * S * C, -1, 1);
-    attention_forward(out, probs, q, k, v, klen, 1, B, T, S, C, NH, scale);
+    attention_forward(out, probs, q, k, v, C, C, klen, 1, B, T, S, C, NH, scale);
     double max_p = 0.0, max_o = 0.0;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
@@ -325,7 +325,7 @@ static void test_projattn_equals_attention(void) {
     for (int h = 0; h < NH; h++) log_sigma[h] = (float)(log((double)HS) / 4.0); /* σ² = √HS */
     for (int causal = 0; causal <= 1; causal++) {
         projattn_forward(o1, p1, x, x, log_sigma, klen, causal, B, T, T, C, NH);
-        attention_forward(o2, p2, x, x, x, klen, causal, B, T, T, C, NH, 1.0f / sqrtf((float)HS));
+        attention_forward(o2, p2, x, x, x, C, C, klen, causal, B, T, T, C, NH, 1.0f / sqrtf((float)HS));
         double max_o = 0.0, max_p = 0.0;
         for (int i = 0; i < B * T * C; i++) max_o = fmax(max_o, fabs(o1[i] - o2[i]));
         for (int i = 0; i < B * NH * T * T; i++) max_p = fmax(max_p, fabs(p1[i] - p2[i]));

@@ -318,7 +318,7 @@ static void test_cross_checks(void) {
         float same[NH] = {0.55f, 0.55f};
         p = (poolattn_params){PMT_KERNEL_GAUSSIAN, PMT_METRIC_DOT, same, NULL, NULL};
         poolattn_forward(o1, w1, q, k, &p, klen, causal, B, T, S, C, NH, scratch, ns);
-        attention_forward(o2, w2, q, k, k, klen, causal, B, T, S, C, NH, expf(-2.0f * 0.55f));
+        attention_forward(o2, w2, q, k, k, C, C, klen, causal, B, T, S, C, NH, expf(-2.0f * 0.55f));
         dw = dout = 0;
         for (size_t i = 0; i < np; i++) dw = fmax(dw, fabs(w1[i] - w2[i]));
         for (size_t i = 0; i < nq; i++) dout = fmax(dout, fabs(o1[i] - o2[i]));

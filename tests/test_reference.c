@@ -4,7 +4,8 @@
  * tests/reference/make_fixture.py rebuilds the tiny model in PyTorch (float64,
  * torch autograd) and writes, per attention configuration, the weights (in our
  * tensor-table order), one padded batch, the output probabilities, the loss and
- * every parameter gradient. Here we load the same weights into pmt_model, run
+ * every parameter gradient (in the tensor layout before the fused Q/K/V
+ * projection, which this test converts). Here we load the same weights into pmt_model, run
  * forward and backward in fp32, and compare. Tolerances reflect fp32 vs fp64
  * arithmetic on O(1) values.
  */
@@ -93,7 +94,25 @@ static void run_case(const char *name) {
     if (pmt_model_init(&m, &cfg, fx.V, 64, 16, err, sizeof err) != 0) { CHECK_MSG(0, "%s", err); free_fixture(&fx); return; }
     CHECK_MSG(m.n_params == fx.n_params, "%s: C model has %zu params, fixture %zu", name, m.n_params, fx.n_params);
     if (m.n_params != fx.n_params) { pmt_model_free(&m); free_fixture(&fx); return; }
-    for (size_t i = 0; i < m.n_params; i++) m.params[i] = (float)fx.params[i];
+    /* The fixture is in the layout before the fused Q/K/V projection (the
+     * script writes wq, bq, wk, bk, wv, bv per site): it is converted by
+     * the loader's converter, parameters and gradients alike. */
+    float *params = malloc(m.n_params * sizeof *params), *grads = malloc(m.n_params * sizeof *grads);
+    pmt_tensor *table = calloc((size_t)m.n_tensors * 3, sizeof *table);
+    for (size_t i = 0; i < m.n_params; i++) {
+        params[i] = (float)fx.params[i];
+        grads[i] = (float)fx.grads[i];
+    }
+    int n_table = test_legacy_qkv_table(&m, table), sites = 0;
+    for (int i = 0; i < m.n_tensors; i++) sites += strstr(m.tensors[i].name, ".wqkv") != NULL;
+    float *const arrays[] = {params, grads};
+    CHECK_MSG(pmt_model_fuse_legacy_qkv(table, &n_table, arrays, 2, err, sizeof err) == sites, "%s", err);
+    CHECK(n_table == m.n_tensors);
+    for (int i = 0; i < m.n_tensors && i < n_table; i++)
+        CHECK_MSG(!strcmp(table[i].name, m.tensors[i].name) && table[i].offset == m.tensors[i].offset &&
+                  table[i].rows == m.tensors[i].rows && table[i].cols == m.tensors[i].cols,
+                  "%s: converted tensor %d is '%s', the model's '%s'", name, i, table[i].name, m.tensors[i].name);
+    memcpy(m.params, params, m.n_params * sizeof *params);
 
     int B = (int)fx.shape[0], S = (int)fx.shape[1], T = (int)fx.shape[2];
     int32_t *src = to_ids(fx.src, B * S), *tin = to_ids(fx.tgt_in, B * T), *tout = to_ids(fx.tgt_out, B * T);
@@ -109,9 +128,9 @@ static void run_case(const char *name) {
     CHECK_NEAR(loss, fx.loss[0], 1e-5 * fabs(fx.loss[0]) + 1e-6);
     double max_grad_err = 0, max_grad = 0;
     for (size_t i = 0; i < m.n_params; i++) {
-        double e = fabs((double)m.grads[i] - fx.grads[i]);
+        double e = fabs((double)m.grads[i] - grads[i]);
         if (e > max_grad_err) max_grad_err = e;
-        if (fabs(fx.grads[i]) > max_grad) max_grad = fabs(fx.grads[i]);
+        if (fabs(grads[i]) > max_grad) max_grad = fabs(grads[i]);
     }
     CHECK_MSG(max_grad_err <= 1e-4 * max_grad + 1e-6, "%s: max gradient error %.3g (max |grad| %.3g)", name,
               max_grad_err, max_grad);
@@ -127,6 +146,9 @@ static void run_case(const char *name) {
     printf("%-20s loss C %.9f torch %.9f | max |dprob| %.2e | max |dgrad| %.2e (max |grad| %.2e)\n", name, loss,
            fx.loss[0], max_prob_err, max_grad_err, max_grad);
     free(probs);
+    free(params);
+    free(grads);
+    free(table);
     free(src); free(tin); free(tout); free(slen); free(tlen);
     pmt_model_free(&m);
     free_fixture(&fx);

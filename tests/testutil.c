@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include "data/spm.h"
+#include "model/model.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -74,4 +75,55 @@ int test_train_spm(const char *text_path, const char *prefix, int vocab_size) {
         return -1;
     }
     return 0;
+}
+
+/* Whether tensor t is "<prefix>.<leaf>"; *prefix_len counts the prefix and its dot. */
+static int has_leaf(const pmt_tensor *t, const char *leaf, size_t *prefix_len) {
+    const char *dot = strrchr(t->name, '.');
+    if (!dot || strcmp(dot + 1, leaf)) return 0;
+    *prefix_len = (size_t)(dot + 1 - t->name);
+    return 1;
+}
+
+int test_legacy_qkv_table(const pmt_model *m, pmt_tensor *out) {
+    static const char *const leaf[6] = {"wq", "bq", "wk", "bk", "wv", "bv"};
+    int n = 0;
+    size_t plen;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const pmt_tensor *t = &m->tensors[i];
+        if (has_leaf(t, "bqkv", &plen)) continue;   /* written with its wqkv */
+        if (!has_leaf(t, "wqkv", &plen)) {
+            out[n++] = *t;
+            continue;
+        }
+        const int C = t->cols;
+        size_t offset = t->offset;
+        for (int k = 0; k < 6; k++) {
+            pmt_tensor *o = &out[n++];
+            *o = *t;
+            snprintf(o->name + plen, sizeof o->name - plen, "%s", leaf[k]);
+            o->rows = C;
+            o->cols = k % 2 ? 1 : C;
+            o->offset = offset;
+            o->size = (size_t)o->rows * o->cols;
+            offset += o->size;
+        }
+    }
+    return n;
+}
+
+void test_unfuse_qkv(const pmt_model *m, const float *fused, float *legacy) {
+    memcpy(legacy, fused, m->n_params * sizeof(float));
+    size_t plen;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const pmt_tensor *t = &m->tensors[i];
+        if (!has_leaf(t, "wqkv", &plen)) continue;
+        const size_t C = (size_t)t->cols, bias = t->offset + t->size;   /* bqkv follows wqkv */
+        float *dst = legacy + t->offset;
+        for (size_t k = 0; k < 3; k++) {   /* wq bq | wk bk | wv bv */
+            memcpy(dst, fused + t->offset + k * C * C, C * C * sizeof(float));
+            memcpy(dst + C * C, fused + bias + k * C, C * sizeof(float));
+            dst += C * C + C;
+        }
+    }
 }

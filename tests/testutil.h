@@ -35,4 +35,16 @@ int test_train_spm(const char *text_path, const char *prefix, int vocab_size);
 /* Writes a string to a file; returns 0 on success. */
 int test_write_file(const char *path, const char *text);
 
+/* The layout of builds before the fused Q/K/V projection, spelled out here
+ * independently of model.c's converter: every <site>.wqkv [3C, C], .bqkv
+ * [3C] pair of m's table becomes <site>.wq, .bq, .wk, .bk, .wv, .bv
+ * ([C, C], [C]) at the same place. test_legacy_qkv_table writes that table
+ * into out (room for m->n_tensors + 4 per standard site) and returns its
+ * count; test_unfuse_qkv copies a flat array [n_params] of m's layout into
+ * that order. */
+struct pmt_model;
+struct pmt_tensor;
+int test_legacy_qkv_table(const struct pmt_model *m, struct pmt_tensor *out);
+void test_unfuse_qkv(const struct pmt_model *m, const float *fused, float *legacy);
+
 #endif

@@ -388,6 +388,18 @@ static int read_checkpoint(source *s, pmt_checkpoint *ck) {
     return 0;
 }
 
+/* Files of builds before the fused Q/K/V projection (checkpoints and
+ * exported models alike) come out in the current tensor layout: parameters,
+ * Adam moments and the moving average are permuted together, so training
+ * resumes exactly where it stopped. */
+static int fuse_legacy_qkv(source *s, pmt_checkpoint *ck) {
+    char inner[240];
+    float *const arrays[] = {ck->params, ck->adam_m, ck->adam_v, ck->ema};
+    if (pmt_model_fuse_legacy_qkv(ck->tensors, &ck->n_tensors, arrays, 4, inner, sizeof inner) < 0)
+        return fail(s, "%s", inner);
+    return 0;
+}
+
 int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t errlen) {
     memset(ck, 0, sizeof *ck);
     source s = {.path = path, .err = err, .errlen = errlen};
@@ -403,6 +415,7 @@ int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t 
     }
     int rc = read_checkpoint(&s, ck);
     if (pmt_gzstream_close(&s.gz) != 0 && rc == 0) rc = fail(&s, "%s", "error closing the file");
+    if (rc == 0) rc = fuse_legacy_qkv(&s, ck);
     if (rc != 0) pmt_checkpoint_free(ck);
     return rc;
 }

@@ -31,7 +31,12 @@
  * block: attention (standard uses q/k/v, projection does not) or FFN (h). */
 typedef struct block_act {
     float *ln, *mean, *rstd;   /* LN(x_in) [N, C], stats [N] */
-    float *q, *k, *v;          /* standard attention projections [N, C] / [Nk, C] */
+    /* Standard attention projections as column blocks of the fused
+     * products: self-attention one [N, 3C] buffer, q/k/v at columns 0, C,
+     * 2C (ldq = ldkv = 3C); cross-attention q [N, C] (ldq = C) and one
+     * [Nk, 2C] buffer, k/v at columns 0, C (ldkv = 2C). */
+    float *q, *k, *v;
+    int ldq, ldkv;
     float *att;                /* heads concatenated, before W_O [N, C] */
     float *probs;              /* [B, NH, Tq, Tk] */
     float *h;                  /* FFN hidden after ReLU [N, F] */
@@ -117,9 +122,8 @@ static void add_attention(table_builder *tb, pmt_attn_params *a, const char *pre
     T(ln_w, "ln_w", C, 1);
     T(ln_b, "ln_b", C, 1);
     if (kind == PMT_ATTN_STANDARD) {
-        T(wq, "wq", C, C); T(bq, "bq", C, 1);
-        T(wk, "wk", C, C); T(bk, "bk", C, 1);
-        T(wv, "wv", C, C); T(bv, "bv", C, 1);
+        T(wqkv, "wqkv", 3 * C, C);
+        T(bqkv, "bqkv", 3 * C, 1);
     }
     T(wo, "wo", C, C);
     T(bo, "bo", C, 1);
@@ -196,6 +200,99 @@ const pmt_tensor *pmt_model_find_tensor(const pmt_model *m, const char *name) {
 }
 
 /* ------------------------------------------------------------------ */
+/* the layout before the fused Q/K/V projection                        */
+
+static const char *const legacy_qkv_leaf[6] = {"wq", "bq", "wk", "bk", "wv", "bv"};
+
+/* Whether tensors[i] is "<prefix>.wq" (the prefix, with its dot, is
+ * tensors[i].name up to *prefix_len). */
+static int starts_legacy_qkv(const pmt_tensor *t, size_t *prefix_len) {
+    const char *dot = strrchr(t->name, '.');
+    if (!dot || strcmp(dot + 1, "wq")) return 0;
+    *prefix_len = (size_t)(dot + 1 - t->name);
+    return 1;
+}
+
+/* Checks the run of six tensors at t (prefix of prefix_len chars): names
+ * in legacy_qkv_leaf order, shapes [C, C] / [C, 1], back to back. */
+static int legacy_qkv_run_ok(const pmt_tensor *t, int available, size_t prefix_len) {
+    if (available < 6) return 0;
+    const int C = t[0].rows;
+    size_t end = t[0].offset;
+    for (int k = 0; k < 6; k++) {
+        const int is_matrix = k % 2 == 0;
+        if (strncmp(t[k].name, t[0].name, prefix_len) || strcmp(t[k].name + prefix_len, legacy_qkv_leaf[k]) ||
+            t[k].rows != C || t[k].cols != (is_matrix ? C : 1) || t[k].offset != end)
+            return 0;
+        end += t[k].size;
+    }
+    return 1;
+}
+
+/* One region of 3C² + 3C floats from wq|bq|wk|bk|wv|bv to wq|wk|wv|bq|bk|bv,
+ * through tmp of the same size. */
+static void fuse_region(float *x, float *tmp, size_t C) {
+    const size_t mat = C * C;
+    for (size_t k = 0; k < 3; k++) {
+        memcpy(tmp + k * mat, x + k * (mat + C), mat * sizeof(float));
+        memcpy(tmp + 3 * mat + k * C, x + k * (mat + C) + mat, C * sizeof(float));
+    }
+    memcpy(x, tmp, (3 * mat + 3 * C) * sizeof(float));
+}
+
+int pmt_model_fuse_legacy_qkv(pmt_tensor *tensors, int *n_tensors, float *const *arrays, int n_arrays,
+                              char *err, size_t errlen) {
+    size_t prefix_len, largest = 0;
+    int sites = 0;
+    for (int i = 0; i < *n_tensors; i++) {   /* check every run before changing anything */
+        if (!starts_legacy_qkv(&tensors[i], &prefix_len)) continue;
+        if (!legacy_qkv_run_ok(&tensors[i], *n_tensors - i, prefix_len)) {
+            snprintf(err, errlen, "tensor '%s' [%d x %d] starts the separate Q/K/V layout of older projmt builds, "
+                     "but is not followed by its bq, wk, bk, wv, bv back to back, so it cannot be converted to "
+                     "the fused wqkv layout", tensors[i].name, tensors[i].rows, tensors[i].cols);
+            return -1;
+        }
+        const size_t region = 3 * tensors[i].size + 3 * (size_t)tensors[i].rows;
+        if (region > largest) largest = region;
+        sites++;
+        i += 5;
+    }
+    if (sites == 0) return 0;
+    float *tmp = malloc(largest * sizeof(float));
+    if (!tmp) {
+        snprintf(err, errlen, "out of memory converting the separate Q/K/V tensors to the fused layout");
+        return -1;
+    }
+    int out = 0;
+    for (int i = 0; i < *n_tensors; out++) {
+        if (!starts_legacy_qkv(&tensors[i], &prefix_len)) {
+            tensors[out] = tensors[i++];
+            continue;
+        }
+        const pmt_tensor wq = tensors[i];
+        const int C = wq.rows;
+        for (int a = 0; a < n_arrays; a++)
+            if (arrays[a]) fuse_region(arrays[a] + wq.offset, tmp, (size_t)C);
+        pmt_tensor *w = &tensors[out], *b = &tensors[out + 1];
+        *w = wq;
+        snprintf(w->name + prefix_len, sizeof w->name - prefix_len, "wqkv");
+        w->rows = 3 * C;
+        w->size = (size_t)3 * C * C;
+        *b = wq;
+        snprintf(b->name + prefix_len, sizeof b->name - prefix_len, "bqkv");
+        b->rows = 3 * C;
+        b->cols = 1;
+        b->offset = w->offset + w->size;
+        b->size = (size_t)3 * C;
+        out++;
+        i += 6;
+    }
+    free(tmp);
+    *n_tensors = out;
+    return sites;
+}
+
+/* ------------------------------------------------------------------ */
 /* FLOPs                                                               */
 
 /* Forward matmul FLOPs of one attention block: Nq query rows, Nk key rows,
@@ -241,10 +338,17 @@ static void carve_block(arena_builder *ab, block_act *a, int is_attention, int k
     a->mean = carve(ab, rows);
     a->rstd = carve(ab, rows);
     if (is_attention) {
-        if (kind == PMT_ATTN_STANDARD) {
+        if (kind == PMT_ATTN_STANDARD && is_cross) {
             a->q = carve(ab, rows * C);
-            a->k = carve(ab, (is_cross ? key_rows : rows) * C);
-            a->v = carve(ab, (is_cross ? key_rows : rows) * C);
+            a->k = carve(ab, key_rows * 2 * C);
+            a->v = a->k ? a->k + C : NULL;
+            a->ldq = C;
+            a->ldkv = 2 * C;
+        } else if (kind == PMT_ATTN_STANDARD) {
+            a->q = carve(ab, rows * 3 * C);
+            a->k = a->q ? a->q + C : NULL;
+            a->v = a->q ? a->q + 2 * C : NULL;
+            a->ldq = a->ldkv = 3 * C;
         }
         a->att = carve(ab, rows * C);
         a->probs = carve(ab, probs);
@@ -294,9 +398,7 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->d_enc_out = carve(ab, rows * C);
     A->d_dec_out = carve(ab, rows * C);
     A->d_ln = carve(ab, rows * C);
-    A->d_q = carve(ab, rows * C);
-    A->d_k = carve(ab, rows * C);
-    A->d_v = carve(ab, rows * C);
+    A->d_qkv = carve(ab, rows * 3 * C);
     A->d_att = carve(ab, rows * C);
     A->d_sub = carve(ab, rows * C);
     A->d_h = carve(ab, rows * F);
@@ -413,7 +515,10 @@ void pmt_model_init_params(pmt_model *m, uint64_t seed) {
         } else if (!strcmp(leaf, "log_radius")) {
             for (size_t j = 0; j < t->size; j++) p[j] = (float)(0.5 * log((double)m->HS));
         } else if (t->cols > 1) {
-            double limit = sqrt(6.0 / (double)(t->rows + t->cols));
+            /* The fused Q|K|V matrix is three [C, C] projections: each keeps
+             * its own Xavier range (and the draws their order). */
+            const int fan_out = !strcmp(leaf, "wqkv") ? t->rows / 3 : t->rows;
+            double limit = sqrt(6.0 / (double)(fan_out + t->cols));
             for (size_t j = 0; j < t->size; j++) p[j] = (float)(limit * (2.0 * pmt_rng_uniform(&rng) - 1.0));
         } else {
             memset(p, 0, t->size * sizeof(float));
@@ -506,11 +611,14 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
     const int Nq = io->B * io->Tq, Nk = io->B * io->Tk;
     const float *mem = io->memory ? io->memory : a->ln;
     if (io->kind == PMT_ATTN_STANDARD) {
-        linear_forward(a->q, a->ln, p->wq, p->bq, Nq, C, C);
-        linear_forward(a->k, mem, p->wk, p->bk, Nk, C, C);
-        linear_forward(a->v, mem, p->wv, p->bv, Nk, C, C);
+        if (io->memory) {   /* Q on the decoder stream, K|V on the memory */
+            linear_forward(a->q, a->ln, p->wqkv, p->bqkv, Nq, C, C);
+            linear_forward(a->k, mem, p->wqkv + (size_t)C * C, p->bqkv + C, Nk, C, 2 * C);
+        } else {
+            linear_forward(a->q, a->ln, p->wqkv, p->bqkv, Nq, C, 3 * C);
+        }
         const double t0 = pmt_profile_begin();
-        attention_forward(a->att, a->probs, a->q, a->k, a->v, io->klen, io->causal,
+        attention_forward(a->att, a->probs, a->q, a->k, a->v, a->ldq, a->ldkv, io->klen, io->causal,
                           io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
         pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     } else if (!pmt_model_uses_poolattn(&m->cfg)) {
@@ -682,17 +790,21 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
     const float *mem = io->memory ? io->memory : a->ln;
     linear_backward_set(A->d_att, grad_of(m, p->wo), grad_of(m, p->bo), d_sub, a->att, p->wo, Nq, C, C);
     if (io->kind == PMT_ATTN_STANDARD) {
-        zero(A->d_q, (size_t)Nq * C);
-        zero(A->d_k, (size_t)Nk * C);
-        zero(A->d_v, (size_t)Nk * C);
+        /* d(q|k|v) in the layout of a->q/k/v: self [Nq, 3C]; cross [Nq, C]
+         * then [Nk, 2C]. */
+        float *d_q = A->d_qkv, *d_kv = io->memory ? A->d_qkv + (size_t)Nq * C : A->d_qkv + C;
+        zero(A->d_qkv, io->memory ? (size_t)Nq * C + (size_t)Nk * 2 * C : (size_t)Nq * 3 * C);
         const double t0 = pmt_profile_begin();
-        attention_backward(A->d_q, A->d_k, A->d_v, A->d_att, a->probs, a->q, a->k, a->v, io->klen, io->causal,
-                           io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
+        attention_backward(d_q, d_kv, d_kv + C, A->d_att, a->probs, a->q, a->k, a->v, a->ldq, a->ldkv, io->klen,
+                           io->causal, io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
         pmt_profile_end(PMT_PHASE_ATTENTION, t0);
-        float *d_mem = io->memory ? d_memory : A->d_ln;
-        linear_backward_set(A->d_ln, grad_of(m, p->wq), grad_of(m, p->bq), A->d_q, a->ln, p->wq, Nq, C, C);
-        linear_backward(d_mem, grad_of(m, p->wk), grad_of(m, p->bk), A->d_k, mem, p->wk, Nk, C, C);
-        linear_backward(d_mem, grad_of(m, p->wv), grad_of(m, p->bv), A->d_v, mem, p->wv, Nk, C, C);
+        float *dw = grad_of(m, p->wqkv), *db = grad_of(m, p->bqkv);
+        if (io->memory) {
+            linear_backward_set(A->d_ln, dw, db, d_q, a->ln, p->wqkv, Nq, C, C);
+            linear_backward(d_memory, dw + (size_t)C * C, db + C, d_kv, mem, p->wqkv + (size_t)C * C, Nk, C, 2 * C);
+        } else {
+            linear_backward_set(A->d_ln, dw, db, d_q, a->ln, p->wqkv, Nq, C, 3 * C);
+        }
     } else {
         zero(A->d_ln, (size_t)Nq * C);
         float *d_mem = io->memory ? d_memory : A->d_ln;   /* q = k (= v) in self-attention */

@@ -31,12 +31,15 @@ typedef struct pmt_tensor {
 } pmt_tensor;
 
 /* One attention block's parameters (pointers into the flat params buffer;
- * wq..bv are NULL for a projection site, log_sigma NULL unless learned σ,
+ * wqkv/bqkv are NULL for a projection site, log_sigma NULL unless learned σ,
  * log_metric / log_radius NULL unless the projection metric is diagonal /
- * cosine). */
+ * cosine). The Q, K and V projections are one fused matrix, rows 0..C-1 Q,
+ * C..2C-1 K, 2C..3C-1 V: self-attention multiplies by all of it at once
+ * ([N, 3C] = LN(x) · wqkvᵀ), cross-attention by the Q rows on the decoder
+ * stream and by the K|V rows ([2C, C], contiguous) on the encoder memory. */
 typedef struct pmt_attn_params {
     float *ln_w, *ln_b;                      /* pre-LayerNorm [C] */
-    float *wq, *bq, *wk, *bk, *wv, *bv;      /* [C, C], [C] (standard only) */
+    float *wqkv, *bqkv;                      /* [3C, C], [3C] (standard only) */
     float *wo, *bo;                          /* [C, C], [C] */
     float *log_sigma;                        /* [NH] (projection + learned σ) */
     float *log_metric;                       /* [C]: a = exp(·) per head dimension (diagonal metric) */
@@ -112,6 +115,17 @@ double pmt_model_train_flops(const pmt_config *cfg, int V, int B, int S, int T);
  * head slice) — deterministic in seed. */
 void pmt_model_init_params(pmt_model *m, uint64_t seed);
 const pmt_tensor *pmt_model_find_tensor(const pmt_model *m, const char *name);
+/* Checkpoints and exported files written before the fused Q/K/V layout
+ * store, per standard attention site, six tensors <site>.wq [C, C], .bq [C],
+ * .wk, .bk, .wv, .bv in that order and back to back. This rewrites every
+ * such run of the table in place as <site>.wqkv [3C, C] and .bqkv [3C] (the
+ * same floats at the same offsets, so no other tensor moves) and permutes
+ * each of the n_arrays flat arrays [n_params] the same way (parameters,
+ * Adam moments, moving average; NULL entries are skipped). *n_tensors
+ * shrinks by 4 per site. Returns the number of sites converted, or -1 with
+ * err when a run is there but does not have that shape (nothing changed). */
+int pmt_model_fuse_legacy_qkv(pmt_tensor *tensors, int *n_tensors, float *const *arrays, int n_arrays,
+                              char *err, size_t errlen);
 /* log σ of the projection sites when fixed (the training pass and the
  * incremental decoder use it), and where a learned σ starts:
  * σ² = cfg->sigma_sq if set, else √HS for the gaussian kernel (Sanger's

@@ -102,13 +102,18 @@ int attention_scratch_reserve(int T, int S, int HS);
 
 /* ---- standard scaled dot-product attention (per head) ----
  * out [B*T, C] = concat_h softmax(q_h k_hᵀ * scale + mask) v_h
- * probs [B, NH, T, S] saved for backward; q [B*T, C]; k, v [B*S, C]; klen [B]. */
+ * probs [B, NH, T, S] saved for backward; klen [B].
+ * q [B*T, ldq]; k, v [B*S, ldkv]: row strides, so the operands can be
+ * column blocks of one fused projection — self-attention passes q, q + C,
+ * q + 2C of its [N, 3C] Q|K|V product with ldq = ldkv = 3C; cross-attention
+ * its [N, C] queries (ldq = C) and k, k + C of the [Nk, 2C] K|V product of
+ * the memory (ldkv = 2C). The gradients dq, dk, dv have the same strides. */
 void attention_forward(float *out, float *probs, const float *q, const float *k,
-                       const float *v, const int32_t *klen, int causal,
+                       const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                        int B, int T, int S, int C, int NH, float scale);
 void attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         const float *probs, const float *q, const float *k,
-                        const float *v, const int32_t *klen, int causal,
+                        const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                         int B, int T, int S, int C, int NH, float scale);
 
 /* ---- projection attention (Sanger): softmax over negative Gaussian distances ----
@@ -233,20 +238,22 @@ void dropout_backward_set(float *dinp, const float *dout, const float *mask, siz
  * (self-attention step) or the beam (cross-attention), more expensive for
  * training shapes. Equal up to fp32 rounding (another summation order). */
 void attention_forward_few_queries(float *out, float *probs, const float *q, const float *k,
-                                   const float *v, const int32_t *klen, int causal,
+                                   const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                                    int B, int T, int S, int C, int NH, float scale);
 void projattn_forward_few_queries(float *out, float *probs, const float *q, const float *k,
                                   const float *log_sigma, const int32_t *klen, int causal,
                                   int B, int T, int S, int C, int NH);
 
 /* ---- decoder self-attention over a cache with a position → row table ----
- * One query per row r of q [R, C]; its keys are j = 0..nkeys-1, key j being
+ * One query per row r of q [R, ldq] (the Q block of the fused Q|K|V step
+ * product: ldq = 3C); its keys are j = 0..nkeys-1, key j being
  * position j of cache row map[j*ld_map + r] in kcache/vcache [rows, cap, C]
  * (row-major: (row*cap + j)*C). probs [R, NH, cap] (positions >= nkeys 0).
  * Same values as the few-queries kernels on a cache gathered by the table,
  * bit for bit. projattn: values = keys, σ from log_sigma [NH]. */
 void attention_forward_cached(float *out, float *probs, const float *q, const float *kcache, const float *vcache,
-                              const int32_t *map, int ld_map, int R, int nkeys, int cap, int C, int NH, float scale);
+                              int ldq, const int32_t *map, int ld_map, int R, int nkeys, int cap, int C, int NH,
+                              float scale);
 void projattn_forward_cached(float *out, float *probs, const float *q, const float *kcache, const int32_t *map,
                              int ld_map, const float *log_sigma, int R, int nkeys, int cap, int C, int NH);
 

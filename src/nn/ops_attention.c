@@ -20,9 +20,10 @@
  * written as exact zeros. A row with nvis = 0 gets all-zero weights (and so
  * zero output and zero gradient), never 0/0 = NaN.
  *
- * Aliasing: self-attention passes the same pointer for q, k (and v) and for
- * their gradients. Every (b, h) touches only its own column slice of
- * sentence b's rows, so tasks never overlap; within a task gradients are
+ * Aliasing: self-attention passes column blocks of one buffer for q, k, v
+ * (the fused Q|K|V projection; projection attention the same pointer for q
+ * and k) and likewise for their gradients. Every (b, h) touches only its own
+ * column slice of sentence b's rows, so tasks never overlap; within a task gradients are
  * only ever accumulated (read-modify-write of the gradient itself, never
  * used as an operand), one gradient update after another.
  */
@@ -211,15 +212,15 @@ static void softmax_backward_rows(float *g, int Sv, const float *p, int S, int32
  * (query, key): no transposed copy of the keys. For a handful of queries
  * (the decoder: T = 1 or the beam) the Sv·HS scalar moves of the transpose
  * cost more than all the arithmetic. */
-static void scores_by_dots(float *p, int ldp, const float *qh, const float *kh, float alpha,
-                           int T, int Sv, int C, int HS) {
+static void scores_by_dots(float *p, int ldp, const float *qh, int ldq, const float *kh, int ldk, float alpha,
+                           int T, int Sv, int HS) {
     for (int t = 0; t < T; t++)
         for (int j = 0; j < Sv; j++)
-            p[(size_t)t * ldp + j] = alpha * ops_dot(qh + (size_t)t * C, kh + (size_t)j * C, HS);
+            p[(size_t)t * ldp + j] = alpha * ops_dot(qh + (size_t)t * ldq, kh + (size_t)j * ldk, HS);
 }
 
 static void attention_forward_impl(float *out, float *probs, const float *q, const float *k,
-                                   const float *v, const int32_t *klen, int causal,
+                                   const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                                    int B, int T, int S, int C, int NH, float scale, int dots) {
     const int HS = C / NH;
     scratch_check(T, S, HS);
@@ -228,43 +229,44 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
         for (int h = 0; h < NH; h++) {
             const int Sv = key_prefix(klen[b], S);
             float *p = probs + ((size_t)b * NH + h) * T * S;
-            const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
-            const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
+            const float *qh = HEAD(q, (size_t)b * T, ldq, h, HS);
+            const float *kh = HEAD(k, (size_t)b * S, ldkv, h, HS);
             float *oh = HEAD(out, (size_t)b * T, C, h, HS);
             float *kT = scratch_slice();   /* [HS, Sv] */
             memset(p, 0, sizeof(float) * T * S);
             if (dots) {
-                scores_by_dots(p, S, qh, kh, scale, T, Sv, C, HS);
+                scores_by_dots(p, S, qh, ldq, kh, ldkv, scale, T, Sv, HS);
             } else {
-                transpose(kT, kh, Sv, HS, C);
-                small_gemm(T, Sv, HS, scale, qh, C, kT, Sv, p, S);
+                transpose(kT, kh, Sv, HS, ldkv);
+                small_gemm(T, Sv, HS, scale, qh, ldq, kT, Sv, p, S);
             }
             softmax_rows(p, klen[b], causal, T, S);
             zero_head_rows(out, (size_t)b * T, T, C, h, HS);
-            small_gemm(T, HS, Sv, 1.0f, p, S, HEAD(v, (size_t)b * S, C, h, HS), C, oh, C);
+            small_gemm(T, HS, Sv, 1.0f, p, S, HEAD(v, (size_t)b * S, ldkv, h, HS), ldkv, oh, C);
         }
     }
 }
 
-/* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k, v [B*S, C], klen [B]. */
+/* out [B*T, C], probs [B, NH, T, S], q [B*T, ldq], k, v [B*S, ldkv], klen [B]. */
 void attention_forward(float *out, float *probs, const float *q, const float *k,
-                       const float *v, const int32_t *klen, int causal,
+                       const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                        int B, int T, int S, int C, int NH, float scale) {
-    attention_forward_impl(out, probs, q, k, v, klen, causal, B, T, S, C, NH, scale, 0);
+    attention_forward_impl(out, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 0);
 }
 
 void attention_forward_few_queries(float *out, float *probs, const float *q, const float *k,
-                                   const float *v, const int32_t *klen, int causal,
+                                   const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                                    int B, int T, int S, int C, int NH, float scale) {
-    attention_forward_impl(out, probs, q, k, v, klen, causal, B, T, S, C, NH, scale, 1);
+    attention_forward_impl(out, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 1);
 }
 
-/* dq [B*T, C], dk, dv [B*S, C] += ... (may all be one buffer when q = k = v).
+/* dq [B*T, ldq], dk, dv [B*S, ldkv] += ... (one buffer at three column
+ * offsets when q, k, v are the fused projection of self-attention).
  * Per (b, h): dP = dout vᵀ, g = softmax backward, dq += scale g k,
  * dk += scale gᵀ q, dv += Pᵀ dout. */
 void attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         const float *probs, const float *q, const float *k,
-                        const float *v, const int32_t *klen, int causal,
+                        const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                         int B, int T, int S, int C, int NH, float scale) {
     const int HS = C / NH;
     scratch_check(T, S, HS);
@@ -275,18 +277,18 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
             const int Sv = key_prefix(klen[b], S);
             float *vT = scratch_slice(), *g = vT + (size_t)HS * Sv, *tr = g + (size_t)T * Sv;   /* [HS,Sv] [T,Sv] [Sv,T] */
             const float *p = probs + ((size_t)b * NH + h) * T * S;
-            const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
-            const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
+            const float *qh = HEAD(q, (size_t)b * T, ldq, h, HS);
+            const float *kh = HEAD(k, (size_t)b * S, ldkv, h, HS);
             const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
-            transpose(vT, HEAD(v, (size_t)b * S, C, h, HS), Sv, HS, C);
+            transpose(vT, HEAD(v, (size_t)b * S, ldkv, h, HS), Sv, HS, ldkv);
             memset(g, 0, sizeof(float) * T * Sv);
             small_gemm(T, Sv, HS, 1.0f, doh, C, vT, Sv, g, Sv);
             softmax_backward_rows(g, Sv, p, S, klen[b], causal, T);
-            small_gemm(T, HS, Sv, scale, g, Sv, kh, C, HEAD(dq, (size_t)b * T, C, h, HS), C);
+            small_gemm(T, HS, Sv, scale, g, Sv, kh, ldkv, HEAD(dq, (size_t)b * T, ldq, h, HS), ldq);
             transpose(tr, g, T, Sv, Sv);
-            small_gemm(Sv, HS, T, scale, tr, T, qh, C, HEAD(dk, (size_t)b * S, C, h, HS), C);
+            small_gemm(Sv, HS, T, scale, tr, T, qh, ldq, HEAD(dk, (size_t)b * S, ldkv, h, HS), ldkv);
             transpose(tr, p, T, Sv, S);
-            small_gemm(Sv, HS, T, 1.0f, tr, T, doh, C, HEAD(dv, (size_t)b * S, C, h, HS), C);
+            small_gemm(Sv, HS, T, 1.0f, tr, T, doh, C, HEAD(dv, (size_t)b * S, ldkv, h, HS), ldkv);
         }
     }
 }
@@ -345,7 +347,7 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
             head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
             if (dots) {
                 memset(p, 0, sizeof(float) * T * S);
-                scores_by_dots(p, S, qh, kh, -2.0f, T, Sv, C, HS);
+                scores_by_dots(p, S, qh, C, kh, C, -2.0f, T, Sv, HS);
                 for (int t = 0; t < T; t++)
 #pragma omp simd
                     for (int j = 0; j < Sv; j++) p[(size_t)t * S + j] += qn[t] + kn[j];
@@ -522,15 +524,16 @@ static void cached_head(float *outh, float *p, const float *qh, const float *kca
     for (int d = 0; d < HS; d++) outh[d] = 0.0f + 1.0f * acc[d];
 }
 
-/* out [R, C], probs [R, NH, cap], q [R, C], kcache/vcache [rows, cap, C],
+/* out [R, C], probs [R, NH, cap], q [R, ldq], kcache/vcache [rows, cap, C],
  * map [nkeys, ld_map]. */
 void attention_forward_cached(float *out, float *probs, const float *q, const float *kcache, const float *vcache,
-                              const int32_t *map, int ld_map, int R, int nkeys, int cap, int C, int NH, float scale) {
+                              int ldq, const int32_t *map, int ld_map, int R, int nkeys, int cap, int C, int NH,
+                              float scale) {
     const int HS = C / NH;
 #pragma omp parallel for collapse(2) schedule(static) if ((long)R * nkeys * C > OPS_PAR_MIN)
     for (int r = 0; r < R; r++)
         for (int h = 0; h < NH; h++)
-            cached_head(HEAD(out, r, C, h, HS), probs + ((size_t)r * NH + h) * cap, HEAD(q, r, C, h, HS),
+            cached_head(HEAD(out, r, C, h, HS), probs + ((size_t)r * NH + h) * cap, HEAD(q, r, ldq, h, HS),
                         kcache + (size_t)h * HS, vcache + (size_t)h * HS, map, ld_map, r, nkeys, cap, C, HS, 0, scale);
 }
 

@@ -43,29 +43,36 @@ static int tensor_at(const pmt_model *m, const float *w) {
 }
 
 /* The int8 copy (model_file.h's per-row scheme) or bf16 matmul of the
- * matrix at w, once. 0, or -1 with err. */
-static int lower_matrix(pmt_decoder *d, const float *w, int with_bias, char *err, size_t errlen) {
+ * first `rows` rows of the tensor starting at w, once: a step multiplies
+ * by all of a fused self-attention Q|K|V matrix but only by the Q rows of
+ * a cross-attention one (its K|V rows run once per batch, in fp32, at
+ * start). Rows are quantised each by itself, so a prefix gives the rows
+ * of the whole. 0, or -1 with err. */
+static int lower_matrix(pmt_decoder *d, const float *w, int rows, int with_bias, char *err, size_t errlen) {
     const int i = tensor_at(d->m, w);
     const pmt_tensor *t = &d->m->tensors[i];
+    assert(w == d->m->params + t->offset && rows <= t->rows);
     if (d->q8[i] || d->bf16[i]) return 0;   /* the embedding serves every step */
     if (d->m->decode_weights == PMT_WEIGHTS_BF16) {
-        d->bf16[i] = pmt_bf16_matmul_init(w, t->cols, t->rows, with_bias, err, errlen);
+        d->bf16[i] = pmt_bf16_matmul_init(w, t->cols, rows, with_bias, err, errlen);
         return d->bf16[i] ? 0 : -1;
     }
-    d->q8[i] = malloc(t->size);
-    d->q8_scale[i] = malloc((size_t)t->rows * sizeof(float));
+    d->q8[i] = malloc((size_t)rows * t->cols);
+    d->q8_scale[i] = malloc((size_t)rows * sizeof(float));
     if (!d->q8[i] || !d->q8_scale[i]) {
         snprintf(err, errlen, "decoder: out of memory for int8 weights");
         return -1;
     }
-    pmt_int8_quantize_rows(d->q8[i], d->q8_scale[i], w, t->rows, t->cols);
+    pmt_int8_quantize_rows(d->q8[i], d->q8_scale[i], w, rows, t->cols);
     return 0;
 }
 
 /* Low-precision forms of every matrix a step multiplies by, and their scratch. 0, or -1 with err. */
 static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
     const pmt_model *m = d->m;
-    const size_t R = (size_t)d->max_rows, widest = (size_t)(m->V > m->F ? m->V : m->F);
+    /* Widest product of a step: the logits, the FFN or the fused Q|K|V. */
+    const size_t R = (size_t)d->max_rows, widest_vf = (size_t)(m->V > m->F ? m->V : m->F);
+    const size_t widest = widest_vf > (size_t)3 * m->C ? widest_vf : (size_t)3 * m->C;
     const size_t widest_in = (size_t)(m->F > m->C ? m->F : m->C);
     const int int8 = m->decode_weights == PMT_WEIGHTS_INT8;
     d->q8 = calloc((size_t)m->n_tensors, sizeof *d->q8);
@@ -83,13 +90,15 @@ static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
         snprintf(err, errlen, "decoder: out of memory for low-precision weights");
         return -1;
     }
-    int rc = lower_matrix(d, m->wte, 0, err, errlen);
+    const int C = m->C;
+    int rc = lower_matrix(d, m->wte, m->V, 0, err, errlen);
     for (int l = 0; rc == 0 && l < m->cfg.dec_layers; l++) {
         const pmt_layer_params *p = &m->dec[l];
-        const float *mats[] = {p->self.wq, p->self.wk, p->self.wv, p->self.wo, p->cross.wq, p->cross.wo,
-                               p->ffn.w1, p->ffn.w2};
+        const struct { const float *w; int rows; } mats[] = {
+            {p->self.wqkv, 3 * C}, {p->self.wo, C}, {p->cross.wqkv, C}, {p->cross.wo, C},
+            {p->ffn.w1, m->F}, {p->ffn.w2, C}};
         for (size_t k = 0; rc == 0 && k < sizeof mats / sizeof *mats; k++)
-            if (mats[k]) rc = lower_matrix(d, mats[k], 1, err, errlen);
+            if (mats[k].w) rc = lower_matrix(d, mats[k].w, mats[k].rows, 1, err, errlen);
     }
     return rc;
 }
@@ -157,9 +166,8 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
             ok = c->v != NULL;
         }
         if (ok && is_standard(d, PMT_SITE_DEC_CROSS)) {
-            c->cross_k = alloc_floats((size_t)max_sent * L * C);
-            c->cross_v = alloc_floats((size_t)max_sent * L * C);
-            ok = c->cross_k && c->cross_v;
+            c->cross_kv = alloc_floats((size_t)max_sent * L * 2 * C);
+            ok = c->cross_kv != NULL;
         }
     }
     if (ok && pmt_model_uses_poolattn(&m->cfg) && (!is_standard(d, PMT_SITE_DEC_SELF) || !is_standard(d, PMT_SITE_DEC_CROSS))) {
@@ -170,16 +178,17 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
         d->pool_scratch_floats = self > cross ? self : cross;
         ok = (d->pool_scratch = alloc_floats(d->pool_scratch_floats)) != NULL;
     }
-    float **scratch[] = {&d->x, &d->ln, &d->q, &d->k_new, &d->v_new, &d->att, &d->sub};
+    float **scratch[] = {&d->x, &d->ln, &d->att, &d->sub};
     for (size_t i = 0; ok && i < sizeof scratch / sizeof scratch[0]; i++) ok = (*scratch[i] = alloc_floats(R * C)) != NULL;
     if (ok) {
+        d->qkv = alloc_floats(R * 3 * C);
         d->mean = alloc_floats(R);
         d->rstd = alloc_floats(R);
         d->lse = alloc_floats(R);
         d->h = alloc_floats(R * (size_t)m->F);
         d->attn_probs = alloc_floats(R * (size_t)m->NH * L);
         d->logits = alloc_floats(R * (size_t)m->V);
-        ok = d->mean && d->rstd && d->lse && d->h && d->attn_probs && d->logits;
+        ok = d->qkv && d->mean && d->rstd && d->lse && d->h && d->attn_probs && d->logits;
     }
     if (ok && m->decode_weights != PMT_WEIGHTS_FP32 && init_lowp(d, err, errlen) != 0) {
         pmt_decoder_free(d);
@@ -200,14 +209,14 @@ void pmt_decoder_free(pmt_decoder *d) {
         for (int l = 0; l < d->m->cfg.dec_layers; l++) {
             pmt_decoder_layer *c = &d->layers[l];
             free(c->k); free(c->v);
-            free(c->cross_k); free(c->cross_v);
+            free(c->cross_kv);
         }
     }
     if (d->m) free_lowp(d);
     free(d->layers);
     free(d->src_len); free(d->self_klen); free(d->row_map); free(d->row_map2); free(d->pool_keys);
     free(d->log_sigma_fixed); free(d->enc_out); free(d->pool_scratch);
-    free(d->x); free(d->ln); free(d->q); free(d->k_new); free(d->v_new); free(d->att); free(d->sub);
+    free(d->x); free(d->ln); free(d->qkv); free(d->att); free(d->sub);
     free(d->mean); free(d->rstd); free(d->lse); free(d->h); free(d->attn_probs); free(d->logits);
     memset(d, 0, sizeof *d);
 }
@@ -234,9 +243,9 @@ int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len
     for (int l = 0; l < m->cfg.dec_layers; l++) {
         const pmt_attn_params *p = &m->dec[l].cross;
         pmt_decoder_layer *c = &d->layers[l];
-        if (!c->cross_k) continue;
-        linear_forward(c->cross_k, d->enc_out, p->wk, p->bk, n_sent * S, m->C, m->C);
-        linear_forward(c->cross_v, d->enc_out, p->wv, p->bv, n_sent * S, m->C, m->C);
+        if (!c->cross_kv) continue;
+        linear_forward(c->cross_kv, d->enc_out, p->wqkv + (size_t)m->C * m->C, p->bqkv + m->C, n_sent * S, m->C,
+                       2 * m->C);
     }
     return 0;
 }
@@ -260,10 +269,10 @@ static void projection_attention(pmt_decoder *d, const pmt_attn_params *p, const
                      d->pool_scratch_floats);
 }
 
-/* Copies rows [R, C] into position t of a [R, cap, C] cache. */
-static void cache_put(float *cache, const float *rows, int R, int cap, int t, int C) {
+/* Copies rows [R, ld] (C values each) into position t of a [R, cap, C] cache. */
+static void cache_put(float *cache, const float *rows, int ld, int R, int cap, int t, int C) {
     for (int r = 0; r < R; r++)
-        memcpy(cache + ((size_t)r * cap + t) * C, rows + (size_t)r * C, (size_t)C * sizeof(float));
+        memcpy(cache + ((size_t)r * cap + t) * C, rows + (size_t)r * ld, (size_t)C * sizeof(float));
 }
 
 /* d->att = self-attention of d->ln (one query per row) over the row caches,
@@ -272,15 +281,13 @@ static void self_attention(pmt_decoder *d, const pmt_attn_params *p, pmt_decoder
     const pmt_model *m = d->m;
     const int R = d->rows, C = m->C;
     if (is_standard(d, PMT_SITE_DEC_SELF)) {
-        step_linear(d, d->q, d->ln, p->wq, p->bq, R, C, C);
-        step_linear(d, d->k_new, d->ln, p->wk, p->bk, R, C, C);
-        step_linear(d, d->v_new, d->ln, p->wv, p->bv, R, C, C);
-        cache_put(c->k, d->k_new, R, d->cap, d->t, C);
-        cache_put(c->v, d->v_new, R, d->cap, d->t, C);
-        attention_forward_cached(d->att, d->attn_probs, d->q, c->k, c->v, d->row_map, d->max_rows, R, d->t + 1,
-                                 d->cap, C, m->NH, (float)(1.0 / sqrt((double)m->HS)));
+        step_linear(d, d->qkv, d->ln, p->wqkv, p->bqkv, R, C, 3 * C);   /* [R, 3C]: q | k | v */
+        cache_put(c->k, d->qkv + C, 3 * C, R, d->cap, d->t, C);
+        cache_put(c->v, d->qkv + 2 * C, 3 * C, R, d->cap, d->t, C);
+        attention_forward_cached(d->att, d->attn_probs, d->qkv, c->k, c->v, 3 * C, d->row_map, d->max_rows, R,
+                                 d->t + 1, d->cap, C, m->NH, (float)(1.0 / sqrt((double)m->HS)));
     } else {
-        cache_put(c->k, d->ln, R, d->cap, d->t, C);
+        cache_put(c->k, d->ln, C, R, d->cap, d->t, C);
         if (!pmt_model_uses_poolattn(&m->cfg)) {
             projattn_forward_cached(d->att, d->attn_probs, d->ln, c->k, d->row_map, d->max_rows, site_log_sigma(d, p),
                                     R, d->t + 1, d->cap, C, m->NH);
@@ -305,9 +312,10 @@ static void cross_attention(pmt_decoder *d, const pmt_attn_params *p, const pmt_
     const pmt_model *m = d->m;
     const int C = m->C;
     if (is_standard(d, PMT_SITE_DEC_CROSS)) {
-        step_linear(d, d->q, d->ln, p->wq, p->bq, d->rows, C, C);
-        attention_forward_few_queries(d->att, d->attn_probs, d->q, c->cross_k, c->cross_v, d->src_len, 0, d->n_sent, d->beam,
-                          d->S, C, m->NH, (float)(1.0 / sqrt((double)m->HS)));
+        step_linear(d, d->qkv, d->ln, p->wqkv, p->bqkv, d->rows, C, C);   /* the Q rows: [rows, C] */
+        attention_forward_few_queries(d->att, d->attn_probs, d->qkv, c->cross_kv, c->cross_kv + C, C, 2 * C,
+                                      d->src_len, 0, d->n_sent, d->beam, d->S, C, m->NH,
+                                      (float)(1.0 / sqrt((double)m->HS)));
     } else {
         projection_attention(d, p, d->ln, d->enc_out, d->src_len, d->n_sent, d->beam, d->S);
     }
@@ -393,9 +401,7 @@ void pmt_decoder_reorder(pmt_decoder *d, const int32_t *parent, const int32_t *k
         const size_t sent = (size_t)d->S * C;
         compact_sentences(d->enc_out, keep, n_keep, sent);
         for (int l = 0; l < d->m->cfg.dec_layers; l++) {
-            if (!d->layers[l].cross_k) continue;
-            compact_sentences(d->layers[l].cross_k, keep, n_keep, sent);
-            compact_sentences(d->layers[l].cross_v, keep, n_keep, sent);
+            if (d->layers[l].cross_kv) compact_sentences(d->layers[l].cross_kv, keep, n_keep, 2 * sent);
         }
         for (int j = 0; j < n_keep; j++) d->src_len[j] = d->src_len[keep[j]];
         d->n_sent = n_keep;

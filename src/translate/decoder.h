@@ -38,9 +38,10 @@ typedef struct pmt_decoder_layer {
      * r is the decoder's row_map. standard: keys in k, values in v;
      * projection: the LayerNormed inputs in k (v unused). */
     float *k, *v;
-    /* Cross-attention keys/values, [n_sent, S, C] (standard only; a
+    /* Cross-attention keys|values, [n_sent, S, 2C] (the K|V rows of the
+     * fused projection: keys at column 0, values at C; standard only, a
      * projection site reads the decoder's enc_out). */
-    float *cross_k, *cross_v;
+    float *cross_kv;
 } pmt_decoder_layer;
 
 typedef struct pmt_decoder {
@@ -71,7 +72,8 @@ typedef struct pmt_decoder {
     size_t pool_scratch_floats;
 
     /* per-step scratch, [max_rows, ...] */
-    float *x, *ln, *mean, *rstd, *q, *k_new, *v_new, *att, *sub, *h;
+    float *x, *ln, *mean, *rstd, *att, *sub, *h;
+    float *qkv;                  /* [max_rows, 3C]: self-attention q | k | v; cross-attention q [rows, C] */
     float *attn_probs;           /* [max_rows, NH, max_len] */
     float *logits;               /* [max_rows, V] output logits of the last step */
     float *lse;                  /* [max_rows] their log-normaliser: log p = logit − lse */

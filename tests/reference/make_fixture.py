@@ -42,7 +42,10 @@ def make_batch(gen):
 
 
 def tensor_table(kinds, learned_sigma):
-    """(name, shape) in projmt's order (src/model/model.c build_tensor_table)."""
+    """(name, shape) in projmt's order (src/model/model.c build_tensor_table)
+    as it was before the fused Q/K/V projection: separate wq, bq, wk, bk, wv,
+    bv per standard site. test_reference.c converts them with the loader's
+    converter (pmt_model_fuse_legacy_qkv), which the fixtures thereby test."""
     table = [("wte", (V, C))]
 
     def attn(prefix, kind):
