@@ -53,7 +53,7 @@ typedef struct {
     /* cross-entropy / layernorm / linear */
     int N, V;
     int32_t *targets;
-    float *logits, *loss, *w, *mean, *rstd;
+    float *logits, *loss, *w, *mean, *rstd, *ln_scratch;
 } bctx;
 
 static void b_attn_fwd(void *p) {
@@ -89,7 +89,8 @@ static void b_ln_fwd(void *p) {
 }
 static void b_ln_bwd(void *p) {
     bctx *c = p;
-    layernorm_backward(c->dq, c->dls, c->dls + c->C, c->dout, c->q, c->w, c->mean, c->rstd, c->N, c->C);
+    layernorm_backward(c->dq, c->dls, c->dls + c->C, c->dout, c->q, c->w, c->mean, c->rstd, c->N, c->C,
+                       c->ln_scratch);
 }
 static void b_linear_fwd(void *p) {
     bctx *c = p;
@@ -109,6 +110,7 @@ int main(void) {
     c.dout = tu_alloc(nt); c.dq = tu_alloc(nt); c.dk = tu_alloc(nt); c.dv = tu_alloc(nt);
     c.probs = tu_alloc((size_t)B * NH * T * T);
     c.log_sigma = tu_alloc(NH); c.dls = tu_alloc(2 * C);
+    c.ln_scratch = tu_alloc(layernorm_backward_scratch_floats(C));
     c.logits = tu_alloc((size_t)N * V); c.loss = tu_alloc(N);
     c.w = tu_alloc(C * C); c.mean = tu_alloc(N); c.rstd = tu_alloc(N);
     tu_fill(c.q, nt, -1, 1); tu_fill(c.k, nt, -1, 1); tu_fill(c.v, nt, -1, 1);

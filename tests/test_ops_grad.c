@@ -80,7 +80,9 @@ static void test_layernorm(void) {
     ln_ctx c = {inp, w, b, out, mean, rstd, r, N, C};
     ln_loss(&c);
     float *g0i = prefill(dinp, N * C), *g0w = prefill(dw, C), *g0b = prefill(db, C);
-    layernorm_backward(dinp, dw, db, r, inp, w, mean, rstd, N, C);
+    float *scratch = tu_alloc(layernorm_backward_scratch_floats(C));
+    layernorm_backward(dinp, dw, db, r, inp, w, mean, rstd, N, C, scratch);
+    free(scratch);
     fd_param ps[] = {{"inp", inp, dinp, g0i, N * C}, {"w", w, dw, g0w, C}, {"b", b, db, g0b, C}};
     fd_check("layernorm", ln_loss, &c, ps, 3);
     free(inp); free(w); free(b); free(out); free(mean); free(rstd); free(r);

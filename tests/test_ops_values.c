@@ -393,6 +393,64 @@ static void test_crossentropy_values(void) {
 
 /* Runs backward passes whose gradients are reductions across threads' work
  * with 1 and with 2 threads; the results must be bit-identical. */
+/* layernorm_backward sums dw/db in its row pass into per-chunk partials:
+ * against a double-precision reference over many rows (N not a multiple of
+ * the chunk count, C not of the vector width), accumulating onto values
+ * already in the gradients, and bit-identical for 1, 2 and 3 threads. */
+static void test_layernorm_backward_chunks(void) {
+    enum { N = 1003, C = 72 };
+    float *x = tu_alloc(N * C), *dout = tu_alloc(N * C), *w = tu_alloc(C), *b = tu_alloc(C), *out = tu_alloc(N * C);
+    float *mean = tu_alloc(N), *rstd = tu_alloc(N), *scratch = tu_alloc(layernorm_backward_scratch_floats(C));
+    tu_fill(x, N * C, -2, 2);
+    for (int n = 0; n < N; n += 7) x[(size_t)n * C] += 5.0f;
+    tu_fill(dout, N * C, -1, 1);
+    tu_fill(w, C, 0.5, 1.5);
+    tu_fill(b, C, -0.5, 0.5);
+    layernorm_forward(out, mean, rstd, x, w, b, N, C);
+    double *rdx = calloc((size_t)N * C, sizeof *rdx), rdw[C] = {0}, rdb[C] = {0};
+    for (int n = 0; n < N; n++) {
+        const float *xr = x + (size_t)n * C, *d = dout + (size_t)n * C;
+        double m = 0, var = 0, s1 = 0, s2 = 0;
+        for (int c = 0; c < C; c++) m += xr[c];
+        m /= C;
+        for (int c = 0; c < C; c++) var += (xr[c] - m) * (xr[c] - m);
+        const double rs = 1.0 / sqrt(var / C + 1e-5);
+        for (int c = 0; c < C; c++) {
+            const double xh = (xr[c] - m) * rs;
+            s1 += w[c] * d[c];
+            s2 += w[c] * d[c] * xh;
+            rdw[c] += d[c] * xh;
+            rdb[c] += d[c];
+        }
+        for (int c = 0; c < C; c++) {
+            const double xh = (xr[c] - m) * rs;
+            rdx[(size_t)n * C + c] = (w[c] * d[c] - s1 / C - xh * s2 / C) * rs;
+        }
+    }
+    float *g[3];
+    for (int run = 0; run < 3; run++) {
+        omp_set_num_threads(run + 1);
+        g[run] = tu_alloc(N * C + 2 * C);
+        for (size_t i = 0; i < (size_t)N * C + 2 * C; i++) g[run][i] = 0.25f;   /* backward accumulates */
+        layernorm_backward(g[run], g[run] + N * C, g[run] + N * C + C, dout, x, w, mean, rstd, N, C, scratch);
+    }
+    omp_set_num_threads(2);
+    double ex = 0, ew = 0, eb = 0, sw = 0;
+    for (size_t i = 0; i < (size_t)N * C; i++) ex = fmax(ex, fabs(g[0][i] - 0.25 - rdx[i]));
+    for (int c = 0; c < C; c++) {
+        ew = fmax(ew, fabs(g[0][N * C + c] - 0.25 - rdw[c]));
+        eb = fmax(eb, fabs(g[0][N * C + C + c] - 0.25 - rdb[c]));
+        sw = fmax(sw, fabs(rdw[c]) + fabs(rdb[c]));
+    }
+    CHECK_MSG(ex < 2e-5 && ew < 1e-5 * sw + 1e-4 && eb < 1e-5 * sw + 1e-4,
+              "layernorm backward vs double: dinp %.3g, dw %.3g, db %.3g (scale %.3g)", ex, ew, eb, sw);
+    CHECK_MSG(!memcmp(g[0], g[1], sizeof(float) * (N * C + 2 * C)) &&
+              !memcmp(g[0], g[2], sizeof(float) * (N * C + 2 * C)),
+              "layernorm backward differs between 1, 2 and 3 threads");
+    for (int run = 0; run < 3; run++) free(g[run]);
+    free(rdx); free(x); free(dout); free(w); free(b); free(out); free(mean); free(rstd); free(scratch);
+}
+
 static void test_thread_determinism(void) {
     enum { B = 16, T = 12, C = 256, NH = 4, V = 50, N = B * T };
     int32_t klen[B], ids[N];
@@ -414,7 +472,9 @@ static void test_thread_determinism(void) {
         float *gr = g[run] = tu_alloc(ng);
         projattn_backward(gr, gr, gr + N * C + V * C + 2 * C, dout, probs, x, x, log_sigma, klen, 1,
                           B, T, T, C, NH);
-        layernorm_backward(gr, gr + N * C + V * C, gr + N * C + V * C + C, dout, x, w, mean, rstd, N, C);
+        float *scratch = tu_alloc(layernorm_backward_scratch_floats(C));
+        layernorm_backward(gr, gr + N * C + V * C, gr + N * C + V * C + C, dout, x, w, mean, rstd, N, C, scratch);
+        free(scratch);
         embedding_backward(gr + N * C, dout, ids, B, T, C, 16.0f);
     }
     omp_set_num_threads(2);
@@ -440,5 +500,6 @@ int main(void) {
     test_projattn_equals_attention();
     test_crossentropy_values();
     test_thread_determinism();
+    test_layernorm_backward_chunks();
     return test_finish();
 }

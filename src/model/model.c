@@ -74,8 +74,10 @@ struct pmt_model_activations {
     /* backward scratch */
     float *d_enc_stream, *d_dec_stream;    /* residual-stream gradients [rows, C] */
     float *d_enc_out, *d_dec_out;          /* gradients of the final LN outputs */
-    float *d_ln, *d_q, *d_k, *d_v, *d_att, *d_sub;  /* [rows, C] */
+    float *d_ln, *d_att, *d_sub;           /* [rows, C] */
+    float *d_qkv;                          /* [rows, 3C]: d(q|k|v), laid out as block_act's q/k/v */
     float *d_h;                            /* [rows, F]: d(ReLU output), then in place d(pre-activation) */
+    float *ln_scratch;                     /* layernorm_backward's partial sums */
 
     float *log_sigma_fixed;            /* [NH]: pmt_model_fixed_log_sigma */
     float *pool_scratch;               /* poolattn_* scratch (NULL unless pooling) */
@@ -402,6 +404,7 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->d_att = carve(ab, rows * C);
     A->d_sub = carve(ab, rows * C);
     A->d_h = carve(ab, rows * F);
+    A->ln_scratch = carve(ab, layernorm_backward_scratch_floats(C));
 }
 
 static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len, int training,
@@ -850,7 +853,7 @@ static void block_backward(pmt_model *m, const pmt_attn_params *attn, const pmt_
     else ffn_sublayer_backward(m, ffn, a, d_sub, N);
     const float *ln_w = attn ? attn->ln_w : ffn->ln_w;
     layernorm_backward(d_stream, grad_of(m, ln_w), grad_of(m, attn ? attn->ln_b : ffn->ln_b), A->d_ln,
-                       x_in, ln_w, a->mean, a->rstd, N, C);
+                       x_in, ln_w, a->mean, a->rstd, N, C, A->ln_scratch);
 }
 
 static void embed_backward(pmt_model *m, const float *d_stream, const int32_t *ids, int B, int T,
@@ -891,7 +894,7 @@ void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominato
     const float *dec_last = L > 0 ? A->dec[L - 1].ffn.out : A->dec_x0;
     zero(A->d_dec_stream, (size_t)Nt * C);
     layernorm_backward(A->d_dec_stream, grad_of(m, m->dec_ln_w), grad_of(m, m->dec_ln_b), A->d_dec_out,
-                       dec_last, m->dec_ln_w, A->dec_mean, A->dec_rstd, Nt, C);
+                       dec_last, m->dec_ln_w, A->dec_mean, A->dec_rstd, Nt, C, A->ln_scratch);
     zero(A->d_enc_out, (size_t)Ns * C);
     for (int l = L - 1; l >= 0; l--) {
         const float *x_in = l > 0 ? A->dec[l - 1].ffn.out : A->dec_x0;
@@ -912,7 +915,7 @@ void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominato
     const float *enc_last = A->enc[L - 1].ffn.out;
     zero(A->d_enc_stream, (size_t)Ns * C);
     layernorm_backward(A->d_enc_stream, grad_of(m, m->enc_ln_w), grad_of(m, m->enc_ln_b), A->d_enc_out,
-                       enc_last, m->enc_ln_w, A->enc_mean, A->enc_rstd, Ns, C);
+                       enc_last, m->enc_ln_w, A->enc_mean, A->enc_rstd, Ns, C, A->ln_scratch);
     for (int l = L - 1; l >= 0; l--) {
         const float *x_in = l > 0 ? A->enc[l - 1].ffn.out : A->enc_x0;
         block_io io = {b->B, b->S, b->S, NULL, b->src_len, 0, m->cfg.site_kind[PMT_SITE_ENC_SELF],

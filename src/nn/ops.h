@@ -40,9 +40,13 @@ void positional_table_init(float *pos, int Tmax, int C);
  * out [N, C], mean [N], rstd [N] (saved for backward), inp [N, C], w [C], b [C]. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                        const float *w, const float *b, int N, int C);
+/* dinp [N, C] += ..., dw, db [C] += ... in one pass over the rows; scratch:
+ * caller memory of layernorm_backward_scratch_floats(C) floats (overwritten)
+ * for the per-chunk partial sums of dw/db. Bit-identical for any thread count. */
+size_t layernorm_backward_scratch_floats(int C);
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, const float *mean,
-                        const float *rstd, int N, int C);
+                        const float *rstd, int N, int C, float *scratch);
 
 /* ---- linear: out [N, OUT] = inp [N, IN] · w[OUT, IN]ᵀ + b [OUT] (b may be NULL) ---- */
 void linear_forward(float *out, const float *inp, const float *w, const float *b,

@@ -4,10 +4,12 @@
  *
  * Why the structure looks like this:
  *   - Row-wise work (one token per row) is parallel over rows with OpenMP.
- *   - Reductions across rows (bias and LayerNorm weight gradients, the
- *     embedding scatter) are parallel over COLUMN blocks instead: each
- *     gradient element is then summed by one thread in row order, so results
- *     are race-free and bit-identical for any thread count.
+ *   - Reductions across rows (bias gradients, the embedding scatter) are
+ *     parallel over COLUMN blocks instead: each gradient element is then
+ *     summed by one thread in row order, so results are race-free and
+ *     bit-identical for any thread count. The LayerNorm weight gradients
+ *     are summed in the row pass itself, into per-chunk partials (see
+ *     layernorm_backward), with the same guarantee.
  *   - GEMMs go through nn/gemm.h (oneDNN or OpenBLAS, on our thread pool); backward
  *     calls use beta = 1 so gradients accumulate as ops.h requires.
  */
@@ -16,6 +18,7 @@
 #include "nn/gemm.h"
 
 #include <math.h>
+#include <string.h>
 
 /* ---- embedding ---- */
 
@@ -94,53 +97,62 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
     }
 }
 
-/* dinp [N, C] += ..., dw [C] += Σ_n dout·x̂, db [C] += Σ_n dout.
- * dinp is row-parallel; dw/db are column sums, done by column blocks with
- * double accumulators (N is thousands of rows). */
+/* Row chunks of the LayerNorm backward: a fixed count, so the rows each
+ * partial sum covers depend on N only — never on the thread count. */
+#define LN_BWD_CHUNKS 64
+
+size_t layernorm_backward_scratch_floats(int C) { return (size_t)LN_BWD_CHUNKS * 2 * (size_t)C; }
+
+/* dinp [N, C] += ..., dw [C] += Σ_n dout·x̂, db [C] += Σ_n dout, in ONE pass
+ * over the rows (llm.c's fused form): each row's x̂ and dout are in
+ * registers for dinp anyway, so the weight gradients are summed there too,
+ * instead of a second column-blocked pass reading inp and dout again.
+ * The rows are cut into at most LN_BWD_CHUNKS contiguous chunks (as a
+ * function of N), each summing its rows in fp32 into its own slice of
+ * scratch [LN_BWD_CHUNKS, 2, C] — threads never share a partial, so no
+ * atomics — and the chunk partials are added in chunk order in double. The
+ * result is the same for any thread count and schedule, so a resumed run
+ * repeats a step bit for bit. */
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                         const float *inp, const float *w, const float *mean,
-                        const float *rstd, int N, int C) {
-    const int par = (long)N * C > OPS_PAR_MIN;
-#pragma omp parallel for schedule(static) if (par)
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        const float *d = dout + (size_t)n * C;
-        const float m = mean[n], rs = rstd[n];
-        double sum_dn = 0.0, sum_dn_xh = 0.0;
-#pragma omp simd reduction(+ : sum_dn, sum_dn_xh)
-        for (int c = 0; c < C; c++) {
-            const float dn = w[c] * d[c];
-            sum_dn += dn;
-            sum_dn_xh += dn * ((x[c] - m) * rs);
-        }
-        const float mean_dn = (float)(sum_dn / C), mean_dn_xh = (float)(sum_dn_xh / C);
-        float *g = dinp + (size_t)n * C;
-#pragma omp simd
-        for (int c = 0; c < C; c++) {
-            const float xh = (x[c] - m) * rs;
-            g[c] += (w[c] * d[c] - mean_dn - xh * mean_dn_xh) * rs;
-        }
-    }
-    const int nblk = (C + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
-#pragma omp parallel for schedule(static) if (par)
-    for (int blk = 0; blk < nblk; blk++) {
-        const int c0 = blk * OPS_COL_BLOCK;
-        const int w_ = (c0 + OPS_COL_BLOCK < C ? OPS_COL_BLOCK : C - c0);
-        double aw[OPS_COL_BLOCK] = {0}, ab[OPS_COL_BLOCK] = {0};
-        for (int n = 0; n < N; n++) {
-            const float *x = inp + (size_t)n * C + c0;
-            const float *d = dout + (size_t)n * C + c0;
+                        const float *rstd, int N, int C, float *scratch) {
+    if (N <= 0) return;
+    const int nchunk = N < LN_BWD_CHUNKS ? N : LN_BWD_CHUNKS;
+#pragma omp parallel for schedule(static) if ((long)N * C > OPS_PAR_MIN)
+    for (int k = 0; k < nchunk; k++) {
+        const int n0 = (int)((long)N * k / nchunk), n1 = (int)((long)N * (k + 1) / nchunk);
+        float *pw = scratch + (size_t)k * 2 * C, *pb = pw + C;
+        memset(pw, 0, sizeof(float) * 2 * (size_t)C);
+        for (int n = n0; n < n1; n++) {
+            const float *x = inp + (size_t)n * C;
+            const float *d = dout + (size_t)n * C;
             const float m = mean[n], rs = rstd[n];
+            double sum_dn = 0.0, sum_dn_xh = 0.0;
+#pragma omp simd reduction(+ : sum_dn, sum_dn_xh)
+            for (int c = 0; c < C; c++) {
+                const float dn = w[c] * d[c];
+                sum_dn += dn;
+                sum_dn_xh += dn * ((x[c] - m) * rs);
+            }
+            const float mean_dn = (float)(sum_dn / C), mean_dn_xh = (float)(sum_dn_xh / C);
+            float *g = dinp + (size_t)n * C;
 #pragma omp simd
-            for (int i = 0; i < w_; i++) {
-                aw[i] += d[i] * ((x[i] - m) * rs);
-                ab[i] += d[i];
+            for (int c = 0; c < C; c++) {
+                const float xh = (x[c] - m) * rs;
+                g[c] += (w[c] * d[c] - mean_dn - xh * mean_dn_xh) * rs;
+                pw[c] += d[c] * xh;
+                pb[c] += d[c];
             }
         }
-        for (int i = 0; i < w_; i++) {
-            dw[c0 + i] += (float)aw[i];
-            db[c0 + i] += (float)ab[i];
+    }
+    for (int c = 0; c < C; c++) {
+        double aw = 0.0, ab = 0.0;
+        for (int k = 0; k < nchunk; k++) {
+            aw += scratch[(size_t)k * 2 * C + c];
+            ab += scratch[(size_t)k * 2 * C + C + c];
         }
+        dw[c] += (float)aw;
+        db[c] += (float)ab;
     }
 }
 
