@@ -8,6 +8,8 @@
  * back in the same layout. Both must give exactly the bits of separate
  * [N, C] operands — forward output and weights, and every gradient —
  * including the accumulation into gradients that already hold values.
+ * Causal self-attention skips the masked upper triangle: its rows must be
+ * the bits of the unmasked kernel over each row's visible keys.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -98,6 +100,39 @@ static void check_cached_strided(void) {
     free(qkv); free(q); free(kc); free(vc); free(o1); free(o2); free(p1); free(p2);
 }
 
+/* Causal rows against the unmasked kernels: query t of sentence b under
+ * the causal mask is the one query of a sentence whose keys are its
+ * visible prefix, without a mask. The causal kernels skip the masked upper
+ * triangle (row blocks over the keys they can see); the skipped terms are
+ * exact zeros, so output and weights must be the same bits. Standard and
+ * projection attention, rows long enough for several blocks, padding. */
+static void check_causal_rows(int proj) {
+    enum { B = 2, T = 37, C = 24, NH = 3 };
+    const int32_t klen[B] = {37, 20};
+    const float log_sigma[NH] = {0.2f, 0.5f, -0.1f}, scale = 0.35f;
+    float *x = tu_alloc(B * T * C), *v = tu_alloc(B * T * C);
+    float *out = tu_alloc(B * T * C), *probs = tu_alloc(B * NH * T * T);
+    float *o1 = tu_alloc(C), *p1 = tu_alloc(NH * T);
+    tu_fill(x, B * T * C, -1.5, 1.5);
+    tu_fill(v, B * T * C, -1, 1);
+    if (proj) projattn_forward(out, probs, x, x, log_sigma, klen, 1, B, T, T, C, NH);
+    else attention_forward(out, probs, x, x, v, C, C, klen, 1, B, T, T, C, NH, scale);
+    int same_out = 1, same_probs = 1;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const int32_t nvis = t + 1 < klen[b] ? t + 1 : klen[b];
+            const float *qt = x + (size_t)(b * T + t) * C, *kb = x + (size_t)b * T * C;
+            if (proj) projattn_forward(o1, p1, qt, kb, log_sigma, &nvis, 0, 1, 1, T, C, NH);
+            else attention_forward(o1, p1, qt, kb, v + (size_t)b * T * C, C, C, &nvis, 0, 1, 1, T, C, NH, scale);
+            same_out &= !memcmp(o1, out + (size_t)(b * T + t) * C, sizeof(float) * C);
+            for (int h = 0; h < NH; h++)
+                same_probs &= !memcmp(p1 + (size_t)h * T, probs + (((size_t)b * NH + h) * T + t) * T, sizeof(float) * T);
+        }
+    CHECK_MSG(same_out && same_probs, "%s causal rows differ from the unmasked one-query kernel (out %s, weights %s)",
+              proj ? "projection" : "standard", same_out ? "same" : "differ", same_probs ? "same" : "differ");
+    free(x); free(v); free(out); free(probs); free(o1); free(p1);
+}
+
 int main(void) {
     tu_seed(4242);
     const int32_t klen3[3] = {9, 4, 0}, klen2[2] = {37, 20};
@@ -107,5 +142,7 @@ int main(void) {
     check_fused("cross", 3, 5, 9, 0, klen3);
     check_fused("cross long", 2, 11, 37, 0, klen2);
     check_cached_strided();
+    check_causal_rows(0);
+    check_causal_rows(1);
     return test_finish();
 }

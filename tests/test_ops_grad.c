@@ -320,6 +320,15 @@ static void test_attention_grads(void) {
     check_attention("attention self HS=20: key padding", 0, 1, 0, 6, 6, 40, kl, 0);
     check_attention("projattn cross HS=20 learned-σ: padding", 1, 0, 1, 5, 6, 40, kl, 0);
     check_attention("projattn self HS=20 learned-σ: causal + padding", 1, 1, 1, 6, 6, 40, kl, 1);
+    /* Long causal rows: several causal row blocks (ops_attention.c runs
+     * the products per block of 8 query rows over the keys they can see,
+     * and per block of 8 keys over the queries that see them), block edges
+     * inside and outside the padding, and more keys than queries. */
+    const int32_t kl_long[2] = {21, 13}, kl_cross[2] = {23, 17};
+    check_attention("attention self T=21: causal + padding", 0, 1, 0, 21, 21, 8, kl_long, 1);
+    check_attention("attention cross T=19 S=23: causal + padding", 0, 0, 0, 19, 23, 8, kl_cross, 1);
+    check_attention("projattn self T=21 learned-σ: causal + padding", 1, 1, 1, 21, 21, 8, kl_long, 1);
+    check_attention("projattn cross T=19 S=23 fixed-σ: causal + padding", 1, 0, 0, 19, 23, 8, kl_cross, 1);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */

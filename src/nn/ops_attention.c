@@ -188,6 +188,36 @@ static void zero_head_rows(float *x, size_t r0, int n, int C, int h, int HS) {
     for (int r = 0; r < n; r++) memset(HEAD(x, r0 + r, C, h, HS), 0, sizeof(float) * HS);
 }
 
+/* ---- causal row blocks ----
+ * Under a causal mask query t sees keys 0..t only, so the upper triangle
+ * of every [T, Sv] product is masked: its scores would be overwritten by
+ * the softmax and its weights and gradients are exact zeros. The causal
+ * products therefore run per block of CAUSAL_ROWS query rows, each over the
+ * keys its last row can see (and the key-side products of backward per
+ * block of keys, over the queries that can see them) instead of over the
+ * whole square. Products skip only terms that are exactly zero, so the
+ * results are the bits of the full products. Without a mask a "block" is
+ * all T rows. Where the keys are the output columns of a product they are
+ * rounded up to a whole register block (GW, the extra columns lie in the
+ * masked part), so small_gemm never drops to its narrow-column loop. */
+#define CAUSAL_ROWS 8
+
+/* Rows per block of a product over n query (or key) rows. */
+static inline int block_rows(int causal, int n) { return causal ? CAUSAL_ROWS : (n > 0 ? n : 1); }
+
+/* Keys visible to some row of the block ending (exclusively) at row t1. */
+static inline int block_keys(int causal, int t1, int Sv) { return causal && t1 < Sv ? t1 : Sv; }
+
+/* block_keys rounded up to a multiple of GW, at most Sv: for products whose
+ * output columns are the keys. */
+static inline int block_key_cols(int causal, int t1, int Sv) {
+    const int n = (block_keys(causal, t1, Sv) + GW - 1) / GW * GW;
+    return n < Sv ? n : Sv;
+}
+
+/* First query that sees key j0 (and every later key of its block). */
+static inline int first_query(int causal, int j0) { return causal ? j0 : 0; }
+
 /* Softmax (forward) of every row of one (b, h) logits block p [T, S]. */
 static void softmax_rows(float *p, int32_t klen, int causal, int T, int S) {
     for (int t = 0; t < T; t++) masked_softmax_row(p + (size_t)t * S, visible_keys(klen, causal, t, S), S);
@@ -234,15 +264,24 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
             float *oh = HEAD(out, (size_t)b * T, C, h, HS);
             float *kT = scratch_slice();   /* [HS, Sv] */
             memset(p, 0, sizeof(float) * T * S);
+            const int RB = block_rows(causal, T);
             if (dots) {
                 scores_by_dots(p, S, qh, ldq, kh, ldkv, scale, T, Sv, HS);
             } else {
                 transpose(kT, kh, Sv, HS, ldkv);
-                small_gemm(T, Sv, HS, scale, qh, ldq, kT, Sv, p, S);
+                for (int t0 = 0; t0 < T; t0 += RB) {
+                    const int t1 = t0 + RB < T ? t0 + RB : T;
+                    small_gemm(t1 - t0, block_key_cols(causal, t1, Sv), HS, scale, qh + (size_t)t0 * ldq, ldq, kT,
+                               Sv, p + (size_t)t0 * S, S);
+                }
             }
             softmax_rows(p, klen[b], causal, T, S);
             zero_head_rows(out, (size_t)b * T, T, C, h, HS);
-            small_gemm(T, HS, Sv, 1.0f, p, S, HEAD(v, (size_t)b * S, ldkv, h, HS), ldkv, oh, C);
+            for (int t0 = 0; t0 < T; t0 += RB) {
+                const int t1 = t0 + RB < T ? t0 + RB : T;
+                small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), 1.0f, p + (size_t)t0 * S, S,
+                           HEAD(v, (size_t)b * S, ldkv, h, HS), ldkv, oh + (size_t)t0 * C, C);
+            }
         }
     }
 }
@@ -280,15 +319,35 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
             const float *qh = HEAD(q, (size_t)b * T, ldq, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, ldkv, h, HS);
             const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
+            float *dqh = HEAD(dq, (size_t)b * T, ldq, h, HS);
+            float *dkh = HEAD(dk, (size_t)b * S, ldkv, h, HS), *dvh = HEAD(dv, (size_t)b * S, ldkv, h, HS);
+            const int RB = block_rows(causal, T);
             transpose(vT, HEAD(v, (size_t)b * S, ldkv, h, HS), Sv, HS, ldkv);
             memset(g, 0, sizeof(float) * T * Sv);
-            small_gemm(T, Sv, HS, 1.0f, doh, C, vT, Sv, g, Sv);
+            for (int t0 = 0; t0 < T; t0 += RB) {   /* dP = dout vᵀ, visible blocks */
+                const int t1 = t0 + RB < T ? t0 + RB : T;
+                small_gemm(t1 - t0, block_key_cols(causal, t1, Sv), HS, 1.0f, doh + (size_t)t0 * C, C, vT, Sv,
+                           g + (size_t)t0 * Sv, Sv);
+            }
             softmax_backward_rows(g, Sv, p, S, klen[b], causal, T);
-            small_gemm(T, HS, Sv, scale, g, Sv, kh, ldkv, HEAD(dq, (size_t)b * T, ldq, h, HS), ldq);
+            for (int t0 = 0; t0 < T; t0 += RB) {   /* dq += scale g k */
+                const int t1 = t0 + RB < T ? t0 + RB : T;
+                small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), scale, g + (size_t)t0 * Sv, Sv, kh, ldkv,
+                           dqh + (size_t)t0 * ldq, ldq);
+            }
             transpose(tr, g, T, Sv, Sv);
-            small_gemm(Sv, HS, T, scale, tr, T, qh, ldq, HEAD(dk, (size_t)b * S, ldkv, h, HS), ldkv);
+            const int KB = block_rows(causal, Sv);
+            for (int j0 = 0; j0 < Sv; j0 += KB) {   /* dk += scale gᵀ q over the queries that see the keys */
+                const int j1 = j0 + KB < Sv ? j0 + KB : Sv, t0 = first_query(causal, j0);
+                small_gemm(j1 - j0, HS, T - t0, scale, tr + (size_t)j0 * T + t0, T, qh + (size_t)t0 * ldq, ldq,
+                           dkh + (size_t)j0 * ldkv, ldkv);
+            }
             transpose(tr, p, T, Sv, S);
-            small_gemm(Sv, HS, T, 1.0f, tr, T, doh, C, HEAD(dv, (size_t)b * S, ldkv, h, HS), ldkv);
+            for (int j0 = 0; j0 < Sv; j0 += KB) {   /* dv += Pᵀ dout */
+                const int j1 = j0 + KB < Sv ? j0 + KB : Sv, t0 = first_query(causal, j0);
+                small_gemm(j1 - j0, HS, T - t0, 1.0f, tr + (size_t)j0 * T + t0, T, doh + (size_t)t0 * C, C,
+                           dvh + (size_t)j0 * ldkv, ldkv);
+            }
         }
     }
 }
@@ -318,14 +377,19 @@ static void head_norms(float *nrm, const float *x, size_t r0, int n, int C, int 
 
 /* Fills the first Sv columns of d [T, ldd] with the squared distances
  * |q_t|² + |k_j|² − 2 q_t·k_j of one (b, h), using kT [HS, Sv] (kᵀ) for the
- * cross term; columns Sv..ldd-1 are zeroed. */
+ * cross term; the rest is zeroed. Causal: only each row block's visible
+ * keys (causal row blocks above); the masked rest stays 0. */
 static void sq_distances(float *d, int ldd, const float *qh, const float *kT, const float *qn,
-                         const float *kn, int T, int Sv, int C, int HS) {
+                         const float *kn, int causal, int T, int Sv, int C, int HS) {
     memset(d, 0, sizeof(float) * T * ldd);
-    small_gemm(T, Sv, HS, -2.0f, qh, C, kT, Sv, d, ldd);
-    for (int t = 0; t < T; t++)
+    const int RB = block_rows(causal, T);
+    for (int t0 = 0; t0 < T; t0 += RB) {
+        const int t1 = t0 + RB < T ? t0 + RB : T, nk = block_key_cols(causal, t1, Sv);
+        small_gemm(t1 - t0, nk, HS, -2.0f, qh + (size_t)t0 * C, C, kT, Sv, d + (size_t)t0 * ldd, ldd);
+        for (int t = t0; t < t1; t++)
 #pragma omp simd
-        for (int j = 0; j < Sv; j++) d[(size_t)t * ldd + j] += qn[t] + kn[j];
+            for (int j = 0; j < nk; j++) d[(size_t)t * ldd + j] += qn[t] + kn[j];
+    }
 }
 
 static void projattn_forward_impl(float *out, float *probs, const float *q, const float *k,
@@ -353,14 +417,21 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
                     for (int j = 0; j < Sv; j++) p[(size_t)t * S + j] += qn[t] + kn[j];
             } else {
                 transpose(kT, kh, Sv, HS, C);
-                sq_distances(p, S, qh, kT, qn, kn, T, Sv, C, HS);
+                sq_distances(p, S, qh, kT, qn, kn, causal, T, Sv, C, HS);
             }
-            for (int t = 0; t < T; t++)
+            for (int t = 0; t < T; t++) {
+                const int nvis = visible_keys(klen[b], causal, t, S);   /* the softmax zeroes the rest */
 #pragma omp simd
-                for (int j = 0; j < Sv; j++) p[(size_t)t * S + j] *= -c;
+                for (int j = 0; j < nvis; j++) p[(size_t)t * S + j] *= -c;
+            }
             softmax_rows(p, klen[b], causal, T, S);
             zero_head_rows(out, (size_t)b * T, T, C, h, HS);
-            small_gemm(T, HS, Sv, 1.0f, p, S, kh, C, HEAD(out, (size_t)b * T, C, h, HS), C);
+            const int RB = block_rows(causal, T);
+            for (int t0 = 0; t0 < T; t0 += RB) {
+                const int t1 = t0 + RB < T ? t0 + RB : T;
+                small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), 1.0f, p + (size_t)t0 * S, S, kh, C,
+                           HEAD(out, (size_t)b * T + t0, C, h, HS), C);
+            }
         }
     }
 }
@@ -401,9 +472,14 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
     const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
     const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
     const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
+    const int RB = block_rows(causal, T), KB = block_rows(causal, Sv);
     transpose(kT, kh, Sv, HS, C);
     memset(g, 0, sizeof(float) * T * Sv);
-    small_gemm(T, Sv, HS, 1.0f, doh, C, kT, Sv, g, Sv);
+    for (int t0 = 0; t0 < T; t0 += RB) {   /* dP = dout kᵀ (values = keys), visible blocks */
+        const int t1 = t0 + RB < T ? t0 + RB : T;
+        small_gemm(t1 - t0, block_key_cols(causal, t1, Sv), HS, 1.0f, doh + (size_t)t0 * C, C, kT, Sv,
+                   g + (size_t)t0 * Sv, Sv);
+    }
     softmax_backward_rows(g, Sv, p, S, klen, causal, T);
 
     double dsig = 0.0;
@@ -411,7 +487,7 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
         float *qn = rsum, *kn = csum;   /* rsum/csum are written only after this block */
         head_norms(qn, q, (size_t)b * T, T, C, h, HS);
         head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
-        sq_distances(tr, Sv, qh, kT, qn, kn, T, Sv, C, HS); /* tr as [T, Sv] scratch */
+        sq_distances(tr, Sv, qh, kT, qn, kn, causal, T, Sv, C, HS); /* tr as [T, Sv] scratch */
         for (int i = 0; i < T * Sv; i++) dsig += (double)g[i] * tr[i];
         dsig *= 2.0 * c;
     }
@@ -427,7 +503,11 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
     }
 
     float *dqh = HEAD(dq, (size_t)b * T, C, h, HS);
-    small_gemm(T, HS, Sv, 2.0f * c, g, Sv, kh, C, dqh, C);
+    for (int t0 = 0; t0 < T; t0 += RB) {
+        const int t1 = t0 + RB < T ? t0 + RB : T;
+        small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), 2.0f * c, g + (size_t)t0 * Sv, Sv, kh, C,
+                   dqh + (size_t)t0 * C, C);
+    }
     for (int t = 0; t < T; t++) {
         float *dqt = dqh + (size_t)t * C;
         const float *qt = qh + (size_t)t * C;
@@ -438,7 +518,11 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
 
     float *dkh = HEAD(dk, (size_t)b * S, C, h, HS);
     transpose(tr, g, T, Sv, Sv);
-    small_gemm(Sv, HS, T, 2.0f * c, tr, T, qh, C, dkh, C);
+    for (int j0 = 0; j0 < Sv; j0 += KB) {   /* over the queries that see the keys */
+        const int j1 = j0 + KB < Sv ? j0 + KB : Sv, t0 = first_query(causal, j0);
+        small_gemm(j1 - j0, HS, T - t0, 2.0f * c, tr + (size_t)j0 * T + t0, T, qh + (size_t)t0 * C, C,
+                   dkh + (size_t)j0 * C, C);
+    }
     for (int j = 0; j < Sv; j++) {
         float *dkj = dkh + (size_t)j * C;
         const float *kj = kh + (size_t)j * C;
@@ -447,7 +531,11 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
         for (int d = 0; d < HS; d++) dkj[d] += a * kj[d];
     }
     transpose(tr, p, T, Sv, S);
-    small_gemm(Sv, HS, T, 1.0f, tr, T, doh, C, dkh, C);
+    for (int j0 = 0; j0 < Sv; j0 += KB) {
+        const int j1 = j0 + KB < Sv ? j0 + KB : Sv, t0 = first_query(causal, j0);
+        small_gemm(j1 - j0, HS, T - t0, 1.0f, tr + (size_t)j0 * T + t0, T, doh + (size_t)t0 * C, C,
+                   dkh + (size_t)j0 * C, C);
+    }
     return dsig;
 }
 
