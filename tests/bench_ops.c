@@ -4,7 +4,8 @@
  * an sgemm of one d_model × d_model linear layer for scale.
  *
  * Built with -DPROJMT_BENCH_PROGRAMS=ON; run as
- *   OPENBLAS_CORETYPE=Haswell [PROJMT_BENCH_CPU=1 OMP_NUM_THREADS=1] ./build/bench_ops
+ *   OPENBLAS_CORETYPE=Haswell [PROJMT_BENCH_CPU=1 OMP_NUM_THREADS=1] [PROJMT_BENCH_T=32] ./build/bench_ops
+ * (PROJMT_BENCH_T: the sentence length T = S, default 16).
  */
 #include "nn/ops.h"
 #include "ops_testutil.h"
@@ -54,6 +55,7 @@ typedef struct {
     int N, V;
     int32_t *targets;
     float *logits, *loss, *w, *mean, *rstd, *ln_scratch;
+    float *qkv, *dqkv, *wqkv, *bqkv, *dwqkv, *dbqkv;   /* Q|K|V projections [N, 3C], [3C, C] */
 } bctx;
 
 static void b_attn_fwd(void *p) {
@@ -96,9 +98,26 @@ static void b_linear_fwd(void *p) {
     bctx *c = p;
     linear_forward(c->out, c->q, c->k, c->w, c->N, c->C, c->C);
 }
+/* The Q, K, V projections of self-attention, forward and backward: three
+ * [C, C] linears (the layout before the fused one) or one [3C, C]. */
+static void b_qkv_separate(void *p) {
+    bctx *c = p;
+    const size_t CC = (size_t)c->C * c->C, NC = (size_t)c->N * c->C;
+    for (int i = 0; i < 3; i++) linear_forward(c->qkv + i * NC, c->q, c->wqkv + i * CC, c->bqkv + i * c->C, c->N, c->C, c->C);
+    linear_backward_set(c->dv, c->dwqkv, c->dbqkv, c->dqkv, c->q, c->wqkv, c->N, c->C, c->C);
+    for (int i = 1; i < 3; i++)
+        linear_backward(c->dv, c->dwqkv + i * CC, c->dbqkv + i * c->C, c->dqkv + i * NC, c->q, c->wqkv + i * CC, c->N,
+                        c->C, c->C);
+}
+static void b_qkv_fused(void *p) {
+    bctx *c = p;
+    linear_forward(c->qkv, c->q, c->wqkv, c->bqkv, c->N, c->C, 3 * c->C);
+    linear_backward_set(c->dv, c->dwqkv, c->dbqkv, c->dqkv, c->q, c->wqkv, c->N, c->C, 3 * c->C);
+}
 
 int main(void) {
-    const int B = 128, T = 16, C = 256, NH = 4, V = 8000, N = B * T;
+    const int T = getenv("PROJMT_BENCH_T") ? atoi(getenv("PROJMT_BENCH_T")) : 16;
+    const int C = 256, NH = 4, V = 8000, B = 2048 / (T > 0 ? T : 1), N = B * T;
     bctx c = {0};
     c.B = B; c.T = T; c.S = T; c.C = C; c.NH = NH; c.N = N; c.V = V;
     c.klen = malloc(sizeof(int32_t) * B);
@@ -113,6 +132,9 @@ int main(void) {
     c.ln_scratch = tu_alloc(layernorm_backward_scratch_floats(C));
     c.logits = tu_alloc((size_t)N * V); c.loss = tu_alloc(N);
     c.w = tu_alloc(C * C); c.mean = tu_alloc(N); c.rstd = tu_alloc(N);
+    c.qkv = tu_alloc(3 * nt); c.dqkv = tu_alloc(3 * nt); c.wqkv = tu_alloc(3 * C * C); c.bqkv = tu_alloc(3 * C);
+    c.dwqkv = tu_alloc(3 * C * C); c.dbqkv = tu_alloc(3 * C);
+    tu_fill(c.dqkv, 3 * nt, -1, 1); tu_fill(c.wqkv, 3 * C * C, -0.1, 0.1);
     tu_fill(c.q, nt, -1, 1); tu_fill(c.k, nt, -1, 1); tu_fill(c.v, nt, -1, 1);
     tu_fill(c.dout, nt, -1, 1); tu_fill(c.w, C * C, -1, 1);
     for (int h = 0; h < NH; h++) c.log_sigma[h] = 1.0f;
@@ -131,6 +153,9 @@ int main(void) {
     printf("layernorm [%d, %d]       fwd %.3f ms  bwd %.3f ms\n", N, C, lf, lb);
     const double g = time_ms(b_linear_fwd, &c);
     printf("linear %dx%d on %d rows (sgemm) %.3f ms = %.1f GFLOP/s\n", C, C, N, g, 2.0 * N * C * C / g / 1e6);
+    const double qs = time_ms(b_qkv_separate, &c), qf = time_ms(b_qkv_fused, &c);
+    printf("Q|K|V projections fwd+bwd: three %dx%d linears %.3f ms, one %dx%d %.3f ms (%.2fx)\n", C, C, qs, 3 * C, C,
+           qf, qs / qf);
     tu_fill(c.logits, (size_t)N * V, -3, 3);
     const double cf = time_ms(b_ce_fwd, &c), cb = time_ms(b_ce_bwd, &c);
     printf("crossentropy [%d, %d]  fwd %.3f ms  bwd %.3f ms\n", N, V, cf, cb);
