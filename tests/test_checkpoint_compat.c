@@ -166,15 +166,20 @@ done:
     free(params);
 }
 
-static void test_version1(const char *dir, const pmt_model *m) {
+/* Writes dir/file by the layout and loads it into ck: 0, or -1 (counted as a failure). */
+static int write_and_load(const char *dir, const char *file, const pmt_model *m, const layout *l, pmt_checkpoint *ck) {
     char path[4200], err[512];
-    snprintf(path, sizeof path, "%s/v1.ckpt", dir);
-    /* Version-1 files predate the fused Q/K/V projection. */
-    write_file(path, m, &(layout){.version = 1, .flags = 3, .legacy_qkv = 1});
-    pmt_checkpoint ck;
-    int rc = pmt_checkpoint_load(&ck, path, err, sizeof err);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    write_file(path, m, l);
+    int rc = pmt_checkpoint_load(ck, path, err, sizeof err);
     CHECK_MSG(rc == 0, "%s", err);
-    if (rc != 0) return;
+    return rc;
+}
+
+static void test_version1(const char *dir, const pmt_model *m) {
+    pmt_checkpoint ck;
+    /* Version-1 files predate the fused Q/K/V projection. */
+    if (write_and_load(dir, "v1.ckpt", m, &(layout){.version = 1, .flags = 3, .legacy_qkv = 1}, &ck) != 0) return;
     const pmt_train_state *s = &ck.state;
     CHECK(ck.version == 1 && ck.has_state && ck.has_optim && ck.adam_t == 7);
     CHECK(s->step == 1234 && s->epoch == 3 && s->batch == 17 && s->seed == 42 && s->has_best == 1);
@@ -255,13 +260,10 @@ static void test_identity_round_trip(const char *dir, const pmt_model *m) {
  * moments, moving average) permuted alike, so a resumed run continues from
  * the same state; it copies into a model of the config. */
 static void test_legacy_qkv(const char *dir, const pmt_model *m) {
-    char path[4200], err[512];
-    snprintf(path, sizeof path, "%s/legacy-qkv.ckpt", dir);
-    write_file(path, m, &(layout){.version = 2, .flags = 7, .legacy_qkv = 1});
+    char err[512];
     pmt_checkpoint ck;
-    int rc = pmt_checkpoint_load(&ck, path, err, sizeof err);
-    CHECK_MSG(rc == 0, "%s", err);
-    if (rc != 0) return;
+    if (write_and_load(dir, "legacy-qkv.ckpt", m, &(layout){.version = 2, .flags = 7, .legacy_qkv = 1}, &ck) != 0)
+        return;
     const size_t bytes = m->n_params * sizeof(float);
     CHECK(ck.n_tensors == m->n_tensors && ck.n_params == m->n_params && ck.has_optim && ck.has_ema);
     for (int i = 0; i < ck.n_tensors && i < m->n_tensors; i++)
@@ -272,7 +274,7 @@ static void test_legacy_qkv(const char *dir, const pmt_model *m) {
     CHECK(memcmp(ck.adam_m, m->params, bytes) == 0 && memcmp(ck.adam_v, m->params, bytes) == 0);
     CHECK(memcmp(ck.ema, m->params, bytes) == 0);
     pmt_model copy;
-    rc = pmt_model_init_inference(&copy, &m->cfg, m->V, 16, 8, err, sizeof err);
+    int rc = pmt_model_init_inference(&copy, &m->cfg, m->V, 16, 8, err, sizeof err);
     CHECK_MSG(rc == 0, "%s", err);
     if (rc == 0) {
         CHECK_MSG(pmt_checkpoint_copy_params(&ck, &copy, err, sizeof err) == 0, "%s", err);
