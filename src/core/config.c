@@ -17,7 +17,7 @@
 
 /* T_PATH is a T_STRING naming a file or folder: checked by pmt_path_check
  * ("" is allowed and means unset; whoever needs the path refuses ""). */
-typedef enum { T_INT, T_ULONG, T_DOUBLE, T_STRING, T_PATH, T_KIND, T_SIGMA, T_KERNEL, T_METRIC } field_type;
+typedef enum { T_INT, T_ULONG, T_DOUBLE, T_STRING, T_PATH, T_KIND, T_SIGMA, T_KERNEL, T_METRIC, T_PRECISION } field_type;
 
 typedef struct {
     const char *key;      /* INI key; the CLI flag is the same with '-' for '_' */
@@ -91,6 +91,8 @@ static const field fields[] = {
     F("patience", T_INT, patience, "0", "train", "stop after this many validations without improvement (0 = off)"),
     F("ema", T_DOUBLE, ema, "0", "train", "keep an exponential moving average of the weights with this decay, e.g. 0.9999 (0 = off)"),
     F("keep_last", T_INT, keep_last, "0", "train", "also save step-N.ckpt at each save and keep the newest N (0 = off)"),
+    F("precision", T_PRECISION, precision, "fp32", "train",
+      "training matrix products: fp32 | bf16 (bf16 inputs, fp32 accumulation; needs a CPU with avx512_bf16)"),
 
     F("model", T_PATH, model, "", "translate", "checkpoint or exported model file"),
     F("beam_size", T_INT, beam_size, "4", "translate", "beam size (1 = greedy)"),
@@ -104,6 +106,7 @@ enum { N_FIELDS = sizeof fields / sizeof fields[0] };
 static const char *const kind_names[] = {"standard", "projection"};
 static const char *const kernel_names[PMT_KERNELS] = {"gaussian", "boxcar", "constant", "epanechnikov"};
 static const char *const metric_names[PMT_METRICS] = {"euclidean", "diagonal", "cosine", "dot"};
+static const char *const precision_names[PMT_PRECISIONS] = {"fp32", "bf16"};
 
 const char *pmt_kernel_name(int kernel) {
     return kernel >= 0 && kernel < PMT_KERNELS ? kernel_names[kernel] : "?";
@@ -111,6 +114,10 @@ const char *pmt_kernel_name(int kernel) {
 
 const char *pmt_metric_name(int metric) {
     return metric >= 0 && metric < PMT_METRICS ? metric_names[metric] : "?";
+}
+
+const char *pmt_precision_name(int precision) {
+    return precision >= 0 && precision < PMT_PRECISIONS ? precision_names[precision] : "?";
 }
 
 /* Index of value in names[0..n), or -1. */
@@ -244,8 +251,10 @@ static int set_field(pmt_config *cfg, const field *f, const char *value, char *e
         *(int *)p = k;
         return 0;
     }
-    case T_METRIC: {
-        int k = parse_name(value, metric_names, PMT_METRICS);
+    case T_METRIC:
+    case T_PRECISION: {
+        int k = f->type == T_METRIC ? parse_name(value, metric_names, PMT_METRICS)
+                                    : parse_name(value, precision_names, PMT_PRECISIONS);
         if (k < 0) goto bad;
         *(int *)p = k;
         return 0;
@@ -296,6 +305,7 @@ static void format_field(const pmt_config *cfg, const field *f, char *buf, size_
     case T_SIGMA: snprintf(buf, len, "%s", *(const int *)p ? "learned" : "fixed"); break;
     case T_KERNEL: snprintf(buf, len, "%s", pmt_kernel_name(*(const int *)p)); break;
     case T_METRIC: snprintf(buf, len, "%s", pmt_metric_name(*(const int *)p)); break;
+    case T_PRECISION: snprintf(buf, len, "%s", pmt_precision_name(*(const int *)p)); break;
     }
 }
 

@@ -39,6 +39,11 @@ typedef enum {
     PMT_METRICS = 4
 } pmt_metric;
 
+/* Precision of training's large matrix products (nn/gemm.h): fp32, or bf16
+ * inputs with fp32 accumulation and outputs (master weights, gradients and
+ * Adam moments stay fp32 either way). */
+typedef enum { PMT_PRECISION_FP32 = 0, PMT_PRECISION_BF16 = 1, PMT_PRECISIONS = 2 } pmt_precision;
+
 /* Upper bound of max_len. Attention keeps [T, S] blocks per sentence and
  * head (activations B·NH·T·S, per-thread scratch ~2·T·S floats), so memory
  * grows with the square of the length: 2048 tokens (several times the
@@ -88,6 +93,7 @@ typedef struct pmt_config {
     int patience;                   /* validations without improvement (0 = off) */
     double ema;                     /* decay of the parameters' moving average (0 = off) */
     int keep_last;                  /* keep this many step-N.ckpt files in save_dir (0 = none) */
+    int precision;                  /* pmt_precision of the training products */
 
     /* ---- translation ---- */
     char model[PMT_PATH_MAX];       /* checkpoint to translate with */
@@ -138,6 +144,7 @@ const char *pmt_attention_kind_name(int kind);
 /* Names as the config spells them ("epanechnikov", "cosine"). */
 const char *pmt_kernel_name(int kernel);
 const char *pmt_metric_name(int metric);
+const char *pmt_precision_name(int precision);
 
 /* Checked integer parsing for every number read from a user: the whole of
  * text must be a base-10 integer in [min, max] ("1e3", "4x", "" and

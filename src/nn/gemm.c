@@ -8,44 +8,84 @@
  * can measure both peaks in one run; PROJMT_GEMM_DEFAULT (from CMake) picks
  * the one pmt_sgemm uses.
  *
- * Why dnnl_sgemm and not matmul primitives: a primitive is fixed to one
- * (M, N, K, transposes, beta), and M changes with every batch, so it would
- * need a cache of primitives keyed by shape. Measured on the model's linear
- * shapes (A·Bᵀ, 4096×{1024,256,8000}×{256,1024}, 2 threads, best of 10, on
- * a heavily shared machine) the reused brgemm primitive was within the noise
- * of dnnl_sgemm (35–60 vs 35–54 GFLOP/s), not a clear win for that cache.
+ * Why matmul primitives next to dnnl_sgemm: oneDNN 2.6's dnnl_sgemm is its
+ * older gemm driver, while a matmul primitive built for one fixed shape runs
+ * the brgemm kernels. Measured on the model's shapes (2 threads, medians of
+ * 9 alternating calls, machine shared with a training run), the primitive
+ * was 1.3–1.5x faster on the linear layers' forward products (4096×1024×256,
+ * 4096×256×1024, A·Bᵀ) and 2.5–3.5x on the weight gradient 256×1024×4096
+ * (Aᵀ·B), where dnnl_sgemm falls to 10–19 GFLOP/s; on the vocabulary shapes
+ * dnnl_sgemm was 5–10% ahead. A primitive is fixed to (transposes, M, N, K,
+ * leading dimensions, beta): runtime dimensions or runtime scales make
+ * oneDNN fall back to the gemm driver, so primitives are cached per shape
+ * (M changes per batch; building one costs 0.2–0.5 ms). The oneDNN backend
+ * uses them for fp32 products with alpha = 1, beta ∈ {0, 1} and at least
+ * MATMUL_MIN_FMAS multiply-adds; the rest stay on dnnl_sgemm.
+ *
+ * bf16 (gemm.h): both operands are converted into the workspace (alpha is
+ * folded into A's conversion, so every bf16 product is a plain matmul with an
+ * optional sum post-op for beta = 1) and multiplied by a cached bf16 matmul
+ * primitive with fp32 output.
  */
 #include "nn/gemm.h"
 
 #include <assert.h>
+#include <immintrin.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "nn/gemm_internal.h"
+#include "nn/gemm_lowp.h"
 #include "nn/profile.h"
 
 #include <cblas.h>
-#ifdef PROJMT_HAVE_ONEDNN
-#include <dnnl.h>
-#endif
 
 #ifndef PROJMT_GEMM_DEFAULT
 #define PROJMT_GEMM_DEFAULT PMT_GEMM_OPENBLAS
 #endif
 
+/* Below this many multiply-adds a product is too small to repay a
+ * primitive (a decoding step's rows, the tests' small shapes): dnnl_sgemm. */
+#define MATMUL_MIN_FMAS (1L << 20)
+/* Primitives kept: a training step uses ~20 shapes; batches bring new M. */
+enum { MATMUL_CACHE = 64 };
+
 pmt_gemm_backend pmt_gemm_active(void) { return PROJMT_GEMM_DEFAULT; }
 
 int pmt_gemm_available(pmt_gemm_backend backend) {
-    if (backend == PMT_GEMM_OPENBLAS) return 1;
-#ifdef PROJMT_HAVE_ONEDNN
-    if (backend == PMT_GEMM_ONEDNN) return 1;
-#endif
-    return 0;
+    return backend == PMT_GEMM_OPENBLAS || backend == PMT_GEMM_ONEDNN;
 }
 
 const char *pmt_gemm_name(pmt_gemm_backend backend) {
     return backend == PMT_GEMM_ONEDNN ? "onednn" : "openblas";
 }
+
+/* ------------------------------------------------------------------ */
+/* the oneDNN engine (gemm_internal.h)                                 */
+
+static dnnl_engine_t g_engine;
+static dnnl_stream_t g_stream;
+static int g_engine_ok;
+static pthread_once_t g_engine_once = PTHREAD_ONCE_INIT;
+
+static void make_engine(void) {
+    g_engine_ok = dnnl_engine_create(&g_engine, dnnl_cpu, 0) == dnnl_success &&
+                  dnnl_stream_create(&g_stream, g_engine, dnnl_stream_default_flags) == dnnl_success;
+}
+
+int pmt_dnnl_cpu(dnnl_engine_t *engine, dnnl_stream_t *stream) {
+    pthread_once(&g_engine_once, make_engine);
+    if (!g_engine_ok) return -1;
+    *engine = g_engine;
+    *stream = g_stream;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* fp32 libraries                                                      */
 
 /* The OpenMP build of OpenBLAS follows omp_get_max_threads() by itself; a
  * pthread build keeps its own count, so it is told ours when they differ
@@ -62,7 +102,6 @@ static void sgemm_openblas(int ta, int tb, int M, int N, int K, float alpha, con
                 lda, B, ldb, beta, C, ldc);
 }
 
-#ifdef PROJMT_HAVE_ONEDNN
 /* dnnl_sgemm is row-major like cblas. It only fails on invalid arguments
  * (a programmer error here), so a failure aborts with the shape. */
 static void sgemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -74,7 +113,200 @@ static void sgemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const
         abort();
     }
 }
-#endif
+
+/* ------------------------------------------------------------------ */
+/* cached matmul primitives                                            */
+
+/* One primitive and the memory objects it runs on (their data handles are
+ * set per call). The key is everything the primitive is fixed to. */
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, accumulate;
+    dnnl_data_type_t type;         /* of A and B; C is always f32 */
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;
+    unsigned long last_use;        /* 0: empty slot */
+} matmul_entry;
+
+static matmul_entry g_cache[MATMUL_CACHE];
+static unsigned long g_use_clock;
+static pthread_mutex_t g_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void entry_clear(matmul_entry *e) {
+    if (e->prim) dnnl_primitive_destroy(e->prim);
+    if (e->a) dnnl_memory_destroy(e->a);
+    if (e->b) dnnl_memory_destroy(e->b);
+    if (e->c) dnnl_memory_destroy(e->c);
+    memset(e, 0, sizeof *e);
+}
+
+/* A memory object over a rows × cols matrix stored row-major with leading
+ * dimension ld, or transposed (stored cols × rows) when trans. */
+static dnnl_memory_t strided_memory(int rows, int cols, int ld, int trans, dnnl_data_type_t type) {
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+    dnnl_memory_t mem = NULL;
+    if (dnnl_memory_desc_init_by_strides(&md, 2, dims, type, strides) != dnnl_success ||
+        dnnl_memory_create(&mem, &md, g_engine, DNNL_MEMORY_NONE) != dnnl_success)
+        return NULL;
+    return mem;
+}
+
+/* Builds the primitive of e's key: C [M, N] (+)= op(A) [M, K] · op(B) [K, N]. */
+static int entry_build(matmul_entry *e) {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    if (pmt_dnnl_cpu(&engine, &stream) != 0) return -1;
+    e->a = strided_memory(e->M, e->K, e->lda, e->ta, e->type);
+    e->b = strided_memory(e->K, e->N, e->ldb, e->tb, e->type);
+    e->c = strided_memory(e->M, e->N, e->ldc, 0, dnnl_f32);
+    if (!e->a || !e->b || !e->c) return -1;
+    const dnnl_memory_desc_t *a, *b, *c;
+    dnnl_memory_get_memory_desc(e->a, &a);
+    dnnl_memory_get_memory_desc(e->b, &b);
+    dnnl_memory_get_memory_desc(e->c, &c);
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t post = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    int ok = dnnl_matmul_desc_init(&desc, a, b, NULL, c) == dnnl_success &&
+             dnnl_primitive_attr_create(&attr) == dnnl_success;
+    if (ok && e->accumulate)
+        ok = dnnl_post_ops_create(&post) == dnnl_success && dnnl_post_ops_append_sum(post, 1.0f) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, post) == dnnl_success;
+    ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) == dnnl_success &&
+         dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (post) dnnl_post_ops_destroy(post);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return ok ? 0 : -1;
+}
+
+/* The cached entry for the key, built into the least recently used slot
+ * when missing. Called with the cache lock held. */
+static matmul_entry *cache_get(const matmul_entry *key) {
+    matmul_entry *victim = &g_cache[0];
+    for (int i = 0; i < MATMUL_CACHE; i++) {
+        matmul_entry *e = &g_cache[i];
+        if (e->last_use && e->ta == key->ta && e->tb == key->tb && e->M == key->M && e->N == key->N &&
+            e->K == key->K && e->lda == key->lda && e->ldb == key->ldb && e->ldc == key->ldc &&
+            e->accumulate == key->accumulate && e->type == key->type) {
+            e->last_use = ++g_use_clock;
+            return e;
+        }
+        if (e->last_use < victim->last_use) victim = e;
+    }
+    entry_clear(victim);
+    *victim = *key;
+    if (entry_build(victim) != 0) {
+        fprintf(stderr, "projmt: internal error: oneDNN cannot build a %s matmul (%c%c, M=%d N=%d K=%d, ld %d/%d/%d)\n",
+                key->type == dnnl_bf16 ? "bf16" : "f32", key->ta ? 'T' : 'N', key->tb ? 'T' : 'N', key->M, key->N,
+                key->K, key->lda, key->ldb, key->ldc);
+        abort();
+    }
+    victim->last_use = ++g_use_clock;
+    return victim;
+}
+
+/* C (+)= op(A) · op(B) by the cached primitive of this shape and type
+ * (accumulate: beta = 1, else beta = 0). A failure mid-step (oneDNN out of
+ * memory) is not recoverable, so it aborts. */
+static void matmul_run(dnnl_data_type_t type, int ta, int tb, int M, int N, int K, const void *A, int lda,
+                       const void *B, int ldb, int accumulate, float *C, int ldc) {
+    const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate, type, NULL, NULL, NULL, NULL, 0};
+    pthread_mutex_lock(&g_cache_lock);
+    matmul_entry *e = cache_get(&key);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    int ok = dnnl_memory_set_data_handle(e->a, (void *)A) == dnnl_success &&
+             dnnl_memory_set_data_handle(e->b, (void *)B) == dnnl_success &&
+             dnnl_memory_set_data_handle(e->c, C) == dnnl_success &&
+             dnnl_primitive_execute(e->prim, g_stream, 3, args) == dnnl_success &&
+             dnnl_stream_wait(g_stream) == dnnl_success;
+    pthread_mutex_unlock(&g_cache_lock);
+    if (!ok) {
+        fprintf(stderr, "projmt: oneDNN matmul failed (M=%d N=%d K=%d)\n", M, N, K);
+        abort();
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* bf16                                                                */
+
+static int g_precision = PMT_PRECISION_FP32;
+static uint16_t *g_ws_a, *g_ws_b;     /* bf16 copies of the operands */
+static size_t g_ws_a_cap, g_ws_b_cap; /* elements */
+
+int pmt_gemm_bf16_check(int cpu_has_bf16, char *err, size_t errlen) {
+    if (cpu_has_bf16) return 0;
+    snprintf(err, errlen, "precision bf16 needs a CPU with native bf16 dot products (AVX-512 avx512_bf16, or "
+             "AMX); this one has none (projmt does not emulate them): use --precision fp32");
+    return -1;
+}
+
+int pmt_gemm_bf16_reserve(size_t max_a, size_t max_b, char *err, size_t errlen) {
+    if (pmt_gemm_bf16_check(pmt_cpu_has_bf16(), err, errlen) != 0) return -1;
+    uint16_t **bufs[2] = {&g_ws_a, &g_ws_b};
+    size_t *caps[2] = {&g_ws_a_cap, &g_ws_b_cap}, need[2] = {max_a, max_b};
+    for (int i = 0; i < 2; i++) {
+        if (need[i] <= *caps[i]) continue;
+        uint16_t *buf = aligned_alloc(64, (need[i] * sizeof(uint16_t) + 63) & ~(size_t)63);
+        if (!buf) {
+            snprintf(err, errlen, "out of memory for the bf16 matrix-product workspace (%zu values)", need[i]);
+            return -1;
+        }
+        free(*bufs[i]);
+        *bufs[i] = buf;
+        *caps[i] = need[i];
+    }
+    return 0;
+}
+
+int pmt_gemm_set_precision(int precision) {
+    assert(precision == PMT_PRECISION_FP32 || (precision == PMT_PRECISION_BF16 && g_ws_a && g_ws_b));
+    const int old = g_precision;
+    g_precision = precision;
+    return old;
+}
+
+int pmt_gemm_precision(void) { return g_precision; }
+
+/* vcvtneps2bf16 rounds to nearest even; the multiply by scale is exact for
+ * scale = 1. Parallel over rows; the tail of a row is a masked vector, so
+ * every value takes the same instruction. */
+__attribute__((target("avx512f,avx512bf16,avx512vl")))
+void pmt_bf16_convert(uint16_t *dst, const float *src, int rows, int cols, int ld, float scale) {
+    assert(pmt_cpu_has_bf16());
+    const __m512 s = _mm512_set1_ps(scale);
+    const __mmask16 tail = (__mmask16)((1u << (cols % 16)) - 1u);
+    const int full = cols - cols % 16;
+#pragma omp parallel for schedule(static) if ((long)rows * cols > 65536)
+    for (int r = 0; r < rows; r++) {
+        const float *x = src + (size_t)r * ld;
+        uint16_t *y = dst + (size_t)r * cols;
+        for (int c = 0; c < full; c += 16) {
+            const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(x + c), s));
+            _mm256_storeu_si256((__m256i *)(y + c), (__m256i)h);
+        }
+        if (tail) {
+            const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + full), s));
+            _mm256_mask_storeu_epi16(y + full, tail, (__m256i)h);
+        }
+    }
+}
+
+/* C = alpha·op(A)·op(B) + beta·C, beta ∈ {0, 1}, on bf16 copies of A and B:
+ * the copies are dense (leading dimension = their stored width). */
+static void sgemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                       int ldb, float beta, float *C, int ldc) {
+    const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+    assert((size_t)a_rows * a_cols <= g_ws_a_cap && (size_t)b_rows * b_cols <= g_ws_b_cap);
+    pmt_bf16_convert(g_ws_a, A, a_rows, a_cols, lda, alpha);
+    pmt_bf16_convert(g_ws_b, B, b_rows, b_cols, ldb, 1.0f);
+    matmul_run(dnnl_bf16, ta, tb, M, N, K, g_ws_a, a_cols, g_ws_b, b_cols, beta != 0.0f, C, ldc);
+}
+
+/* ------------------------------------------------------------------ */
+/* entry points                                                        */
 
 void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc) {
@@ -86,11 +318,14 @@ void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K,
         return;
     }
     const double t0 = pmt_profile_begin();
-#ifdef PROJMT_HAVE_ONEDNN
-    if (backend == PMT_GEMM_ONEDNN)
+    const int beta01 = beta == 0.0f || beta == 1.0f;
+    if (g_precision == PMT_PRECISION_BF16 && beta01)
+        sgemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else if (backend == PMT_GEMM_ONEDNN && alpha == 1.0f && beta01 && (long)M * N * K >= MATMUL_MIN_FMAS)
+        matmul_run(dnnl_f32, ta, tb, M, N, K, A, lda, B, ldb, beta != 0.0f, C, ldc);
+    else if (backend == PMT_GEMM_ONEDNN)
         sgemm_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else
-#endif
         sgemm_openblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     pmt_profile_end(PMT_PHASE_GEMM, t0);
 }
@@ -98,12 +333,10 @@ void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K,
 void pmt_sgemm_in_task(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                        int ldb, float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0 || K <= 0) return;
-#ifdef PROJMT_HAVE_ONEDNN
     if (PROJMT_GEMM_DEFAULT == PMT_GEMM_ONEDNN) {
         sgemm_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-#endif
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
                 B, ldb, beta, C, ldc);
 }

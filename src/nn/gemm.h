@@ -14,12 +14,33 @@
  * threads (pmt_set_threads in core/runtime sets it), and a pthread build of
  * OpenBLAS is told the same count before its first call.
  *
+ * Precision (training's --precision): with pmt_gemm_set_precision(BF16),
+ * pmt_sgemm / pmt_sgemm_on round both operands to bfloat16 (round to
+ * nearest even) into a workspace this layer owns, and multiply them with a
+ * oneDNN matmul primitive (avx512_bf16 dot products, fp32 accumulation, fp32
+ * C) — whichever fp32 backend is built, since oneDNN is always linked. The
+ * workspace is reserved before the first step (pmt_gemm_bf16_reserve, which
+ * refuses a CPU without native bf16: there is no emulation); products never
+ * allocate. pmt_sgemm_in_task stays fp32 (the small attention products).
+ *
+ * State: the precision, the workspace and the cache of matmul primitives
+ * are process-wide, like the attention scratch; the workspace only grows
+ * and is released at exit. Products from several threads at once are
+ * serialised on the cache (each one uses every thread anyway); the
+ * precision is meant to be switched from serial code (the model switches it
+ * around a training step's forward and backward).
+ *
  * Layout: row-major; op(A) [M, K], op(B) [K, N], C [M, N] with leading
  * dimensions lda/ldb/ldc as in cblas. C = alpha·op(A)·op(B) + beta·C; with
  * beta = 0 C is only written (NaN in C does not propagate).
  */
 #ifndef PROJMT_GEMM_H
 #define PROJMT_GEMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
 
 typedef enum pmt_gemm_backend {
     PMT_GEMM_OPENBLAS = 0,
@@ -48,4 +69,24 @@ pmt_gemm_backend pmt_gemm_active(void);
 int pmt_gemm_available(pmt_gemm_backend backend);
 /* "onednn" or "openblas". */
 const char *pmt_gemm_name(pmt_gemm_backend backend);
+
+/* Whether bf16 products can run on a CPU that has (1) or lacks (0) native
+ * bf16 dot products: 0, or -1 with a message naming the missing feature.
+ * Takes the feature as a parameter so the refusal is testable anywhere. */
+int pmt_gemm_bf16_check(int cpu_has_bf16, char *err, size_t errlen);
+/* Checks this CPU (pmt_gemm_bf16_check with oneDNN's ISA query) and grows
+ * the bf16 workspace to hold an A operand of max_a and a B operand of max_b
+ * elements. 0, or -1 with err (no avx512_bf16, out of memory). */
+int pmt_gemm_bf16_reserve(size_t max_a, size_t max_b, char *err, size_t errlen);
+/* Sets the precision of pmt_sgemm/pmt_sgemm_on (pmt_precision) and returns
+ * the previous one. BF16 needs a reservation (assert); products whose beta
+ * is not 0 or 1 stay fp32. */
+int pmt_gemm_set_precision(int precision);
+int pmt_gemm_precision(void);
+
+/* dst [rows, cols] (dense) = bf16(scale · src) for src [rows, cols] with
+ * leading dimension ld, rounded to nearest even with the CPU's conversion
+ * (vcvtneps2bf16: NaN stays NaN; fp32 subnormals become ±0). Needs
+ * avx512_bf16 (assert). The vectorised form of pmt_bf16_from_float. */
+void pmt_bf16_convert(uint16_t *dst, const float *src, int rows, int cols, int ld, float scale);
 #endif

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "nn/gemm_internal.h"
+
 /* xq, x_scale = per-row symmetric quantisation of in [N, IN]. Written to
  * stay inline and vectorisable (no libm calls: fmaxf and nearbyintf are
  * calls without -ffast-math); rounding is half away from zero. */
@@ -56,16 +58,11 @@ void linear_forward_int8(float *out, const float *in, const int8_t *wq, const fl
     }
 }
 
-/* One CPU engine and stream for the process, made on first use. */
+/* The process's engine and stream (nn/gemm_internal.h). */
 static dnnl_engine_t cpu_engine;
 static dnnl_stream_t cpu_stream;
 
-static int ensure_engine(void) {
-    if (cpu_stream) return 0;
-    if (dnnl_engine_create(&cpu_engine, dnnl_cpu, 0) != dnnl_success) return -1;
-    if (dnnl_stream_create(&cpu_stream, cpu_engine, dnnl_stream_default_flags) != dnnl_success) return -1;
-    return 0;
-}
+static int ensure_engine(void) { return pmt_dnnl_cpu(&cpu_engine, &cpu_stream); }
 
 struct pmt_bf16_matmul {
     int IN, OUT, with_bias;

@@ -1,0 +1,15 @@
+/*
+ * gemm_internal.h — private to nn/: the process's one oneDNN CPU engine and
+ * stream, shared by nn/gemm.c (matmul primitives) and nn/gemm_lowp.c
+ * (inference products). Created on first use, thread-safely; they live
+ * until exit.
+ */
+#ifndef PROJMT_GEMM_INTERNAL_H
+#define PROJMT_GEMM_INTERNAL_H
+
+#include <oneapi/dnnl/dnnl.h>
+
+/* 0 with the engine and stream, or -1 when oneDNN cannot make them. */
+int pmt_dnnl_cpu(dnnl_engine_t *engine, dnnl_stream_t *stream);
+
+#endif
