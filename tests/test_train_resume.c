@@ -5,7 +5,10 @@
  * label smoothing and gradient accumulation on. train.tsv gets no duplicate
  * rows; mismatched settings are refused with a clear message; --fresh
  * starts over. With --ema and --keep-last the moving average resumes
- * bitwise too, and only the newest step-<N>.ckpt files remain.
+ * bitwise too, and only the newest step-<N>.ckpt files remain. With
+ * --precision bf16 (where the CPU has avx512_bf16) resume is bitwise too,
+ * the steps differ from fp32's, last.ckpt records bf16, and resuming a bf16
+ * run in fp32 is allowed (the master weights are fp32).
  */
 #include <math.h>
 #include <stdio.h>
@@ -14,15 +17,18 @@
 
 #include "model/average.h"
 #include "model/checkpoint.h"
+#include "nn/gemm_lowp.h"
 #include "testutil.h"
 #include "train/train.h"
 #include "train_fixture.h"
 
 enum { N_STEPS = 24, MAX_ROWS = 256 };
 
-/* --ema and --keep-last of the runs (test_resume_ema sets them). */
+/* --ema, --keep-last and --precision of the runs (test_resume_ema and
+ * test_resume_bf16 set them). */
 static double run_ema;
 static int run_keep_last;
+static int run_precision = PMT_PRECISION_FP32;
 
 typedef struct {
     double loss[N_STEPS + 1];    /* by step */
@@ -61,6 +67,7 @@ static void run_config(pmt_config *cfg, const char *dir, int max_steps) {
     cfg->threads = 2;
     cfg->ema = run_ema;
     cfg->keep_last = run_keep_last;
+    cfg->precision = run_precision;
 }
 
 static int run(const run_data *d, const char *dir, int max_steps, int fresh, trace *tr, pmt_train_result *res,
@@ -296,8 +303,53 @@ static void test_resume_ema(void) {
     fixture_corpus_free(&d.valid);
 }
 
+/* bf16: an uninterrupted run and one stopped at step 10 and resumed agree
+ * bitwise; both differ from fp32's run; then the bf16 checkpoint continues
+ * in fp32. */
+static void test_resume_bf16(void) {
+    if (!pmt_cpu_has_bf16()) {
+        printf("bf16 resume: not tested (this CPU has no avx512_bf16)\n");
+        return;
+    }
+    run_data d;
+    make_data(&d);
+    char a[1024], b[1024], err[512];
+    snprintf(a, sizeof a, "%s", test_tmpdir("resume-bf16-a"));
+    snprintf(b, sizeof b, "%s", test_tmpdir("resume-bf16-b"));
+    static trace ta, tb, tc;
+    pmt_train_result res;
+    run_precision = PMT_PRECISION_BF16;
+    int rc = run(&d, a, N_STEPS, 0, &ta, &res, err, sizeof err);
+    CHECK_MSG(rc == 0 && res.steps == N_STEPS, "%s", err);
+    rc = run(&d, b, 10, 0, &tb, &res, err, sizeof err);
+    CHECK_MSG(rc == 0 && res.steps == 10, "%s", err);
+    rc = run(&d, b, N_STEPS, 0, &tb, &res, err, sizeof err);
+    CHECK_MSG(rc == 0 && res.steps == N_STEPS, "%s", err);
+    expect_same_run("bf16 resume", &ta, &tb, 1, a, b);
+    CHECK_MSG(ta.loss[1] != plain_trace.loss[1] && ta.loss[N_STEPS] != plain_trace.loss[N_STEPS],
+              "bf16 losses equal fp32's: the bf16 products did not run");
+    CHECK_MSG(fabs(ta.loss[N_STEPS] - plain_trace.loss[N_STEPS]) < 0.05 * plain_trace.loss[N_STEPS],
+              "bf16 loss at step %d %.5f, fp32 %.5f", N_STEPS, ta.loss[N_STEPS], plain_trace.loss[N_STEPS]);
+    pmt_checkpoint ck;
+    if (load_state(a, &ck) == 0) {
+        CHECK(ck.cfg.precision == PMT_PRECISION_BF16);
+        pmt_checkpoint_free(&ck);
+    }
+    /* Continuing the bf16 run in fp32: allowed (with a note), recorded as fp32. */
+    run_precision = PMT_PRECISION_FP32;
+    rc = run(&d, b, N_STEPS + 2, 0, &tc, &res, err, sizeof err);
+    CHECK_MSG(rc == 0 && res.steps == N_STEPS + 2, "%s", err);
+    if (load_state(b, &ck) == 0) {
+        CHECK(ck.cfg.precision == PMT_PRECISION_FP32 && ck.state.step == N_STEPS + 2);
+        pmt_checkpoint_free(&ck);
+    }
+    fixture_corpus_free(&d.train);
+    fixture_corpus_free(&d.valid);
+}
+
 int main(void) {
     test_resume();
     test_resume_ema();
+    test_resume_bf16();
     return test_finish();
 }

@@ -19,7 +19,7 @@
 #include "data/spm.h"
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: projmt bench [--config FILE] [--steps N] [--warmup N] [--modes LIST] [--synthetic] [--json] [options]\n"
+    fprintf(out, "usage: projmt bench [--config FILE] [--steps N] [--warmup N] [--modes LIST] [--precisions LIST] [--synthetic] [--json] [options]\n"
            "       projmt bench --decode [--model CKPT] [--sentences N] [--decode-batch N] [--modes LIST]\n"
            "  Trains --steps timed optimizer steps (after --warmup untimed ones) per attention mode on the\n"
            "  same batches (the first batches of <data-dir>/train.tok, or synthetic spa-eng-like batches),\n"
@@ -28,6 +28,8 @@ static void usage(FILE *out) {
            "  --modes: comma-separated from standard, projection, proj-self, proj-cross, learned, and the\n"
            "           pooling family boxcar, constant, epanechnikov (kernels, fixed sigma), diagonal, cosine,\n"
            "           dot (gaussian with that metric, fixed sigma) (default standard,projection)\n"
+           "  --precisions: comma-separated fp32, bf16: each mode is run in each precision, one after the other,\n"
+           "           and the bf16/fp32 tokens/s ratio is printed per mode (default: --precision alone)\n"
            "  --decode: sentences/s, source words/s and output tokens/s of batched greedy and beam-4 search over\n"
            "           the first --sentences (1000) lines of <data-dir>/test.en, per mode with randomly initialised\n"
            "           models, or with the trained checkpoint or exported model file given by --model\n\n");
@@ -87,7 +89,8 @@ static void print_json(const pmt_bench_result *r, int n, const double *peaks, in
            peaks[pmt_gemm_active()]);
     for (int be = 0; be < PMT_GEMM_BACKENDS; be++)
         printf("%s\"%s\":%.2f", be ? "," : "", pmt_gemm_name((pmt_gemm_backend)be), peaks[be]);
-    printf("},\"threads\":%d,\"batches\":\"%s\",\"modes\":[", threads, synthetic ? "synthetic" : "corpus");
+    printf("},\"bf16_peak_gflops\":%.2f,\"threads\":%d,\"batches\":\"%s\",\"modes\":[", peaks[PMT_GEMM_BACKENDS], threads,
+           synthetic ? "synthetic" : "corpus");
     for (int i = 0; i < n; i++)
         printf("%s{\"mode\":\"%s\",\"params\":%zu,\"flops_per_token\":%.0f,\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,"
                "\"gflops\":%.3f,\"pct_of_peak\":%.2f,\"peak_rss_mib\":%.1f,\"time_ratio\":%.4f,"
@@ -97,6 +100,38 @@ static void print_json(const pmt_bench_result *r, int n, const double *peaks, in
                r[i].phase_pct[PMT_BENCH_GEMM], r[i].phase_pct[PMT_BENCH_ATTENTION],
                r[i].phase_pct[PMT_BENCH_ELEMENTWISE], r[i].phase_pct[PMT_BENCH_OPTIMIZER]);
     printf("]}\n");
+}
+
+/* --precisions LIST (fp32,bf16) into precisions[], or the config's
+ * precision alone when list is NULL. 0, or -1 with err. */
+static int parse_precisions(const pmt_config *cfg, const char *list, int *precisions, int *n, char *err,
+                            size_t errlen) {
+    *n = 0;
+    if (!list) {
+        precisions[(*n)++] = cfg->precision;
+        return 0;
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        pmt_config probe = *cfg;
+        char inner[256];
+        if (pmt_config_set(&probe, "precision", name, inner, sizeof inner) != 0) {
+            snprintf(err, errlen, "--precisions: %s", inner);
+            return -1;
+        }
+        for (int i = 0; i < *n; i++)
+            if (precisions[i] == probe.precision) {
+                snprintf(err, errlen, "--precisions: '%s' is listed twice", name);
+                return -1;
+            }
+        precisions[(*n)++] = probe.precision;
+    }
+    if (*n == 0) {
+        snprintf(err, errlen, "--precisions: empty list (use fp32, bf16 or fp32,bf16)");
+        return -1;
+    }
+    return 0;
 }
 
 /* The prepared data's SentencePiece model, or NULL when there is none. */
@@ -180,8 +215,9 @@ int cmd_bench(int argc, char **argv) {
     pmt_config cfg;
     char err[512];
     int dump = 0;
-    const char *extra[] = {"steps=", "warmup=", "modes=", "synthetic", "json", "decode", "sentences=", "decode-batch=", NULL};
-    const char *val[8];
+    const char *extra[] = {"steps=", "warmup=", "modes=", "synthetic", "json", "decode", "sentences=", "decode-batch=",
+                           "precisions=", NULL};
+    const char *val[9];
     int parsed = cmd_parse_args("bench", argc, argv, extra, val, usage, &cfg, &dump);
     if (parsed != CMD_CONTINUE) return parsed;
     if (dump) { pmt_config_dump(&cfg, stdout); return 0; }
@@ -220,11 +256,21 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "projmt bench: %s not found; using synthetic batches (run projmt prepare for real ones)\n", path);
         }
     }
+    int precisions[PMT_PRECISIONS], n_precisions = 0, want_bf16 = 0;
+    if (parse_precisions(&cfg, val[8], precisions, &n_precisions, err, sizeof err) != 0) {
+        fprintf(stderr, "projmt bench: %s\n", err);
+        if (have_corpus) pmt_corpus_free(&corpus);
+        return 2;
+    }
+    for (int p = 0; p < n_precisions; p++) want_bf16 |= precisions[p] == PMT_PRECISION_BF16;
     int V = vocab_size(&cfg);
     /* Both backends' peaks, side by side in this run; % of peak is of the
-     * active one (the one the steps use). */
-    double peaks[PMT_GEMM_BACKENDS];
-    for (int be = 0; be < PMT_GEMM_BACKENDS; be++) peaks[be] = pmt_bench_sgemm_peak((pmt_gemm_backend)be, 2048, 7);
+     * active one (the one the steps use), or of the bf16 product's peak
+     * (peaks[PMT_GEMM_BACKENDS]) for bf16 steps. */
+    double peaks[PMT_GEMM_BACKENDS + 1] = {0};
+    for (int be = 0; be < PMT_GEMM_BACKENDS; be++)
+        peaks[be] = pmt_bench_sgemm_peak((pmt_gemm_backend)be, PMT_PRECISION_FP32, 2048, 7);
+    if (want_bf16) peaks[PMT_GEMM_BACKENDS] = pmt_bench_sgemm_peak(pmt_gemm_active(), PMT_PRECISION_BF16, 2048, 7);
     const pmt_gemm_backend active = pmt_gemm_active();
     double peak = peaks[active];
     printf("projmt bench: %d threads, matrix products by %s; sgemm peak (2048^3, median of 7):", threads,
@@ -234,8 +280,10 @@ int cmd_bench(int argc, char **argv) {
             printf(" %s %.1f GFLOP/s%s", pmt_gemm_name((pmt_gemm_backend)be), peaks[be], be == (int)active ? " (active)" : "");
         else
             printf(" %s not built in", pmt_gemm_name((pmt_gemm_backend)be));
-        printf(be + 1 < PMT_GEMM_BACKENDS ? "," : "\n");
+        printf(be + 1 < PMT_GEMM_BACKENDS ? "," : "");
     }
+    if (want_bf16) printf(", bf16 matmul %.1f GFLOP/s (with conversion)", peaks[PMT_GEMM_BACKENDS]);
+    printf("\n");
     printf("  batch %d tokens, %s batches, vocab %d, %d timed steps after %d warm-up\n",
            cfg.batch_tokens, have_corpus ? "corpus" : "synthetic", V, steps, warmup);
 
@@ -244,26 +292,36 @@ int cmd_bench(int argc, char **argv) {
     int n = 0, rc = 0;
     char list[512];
     snprintf(list, sizeof list, "%s", modes);
-    for (char *save = NULL, *mode = strtok_r(list, ",", &save); mode; mode = strtok_r(NULL, ",", &save)) {
-        if (n == MAX_MODES) {
-            fprintf(stderr, "projmt bench: at most %d modes per run (got more in '%s')\n", MAX_MODES, modes);
-            rc = 2;
-            break;
+    for (char *save = NULL, *mode = strtok_r(list, ",", &save); mode && rc == 0; mode = strtok_r(NULL, ",", &save)) {
+        for (int p = 0; p < n_precisions && rc == 0; p++) {
+            if (n == MAX_MODES) {
+                fprintf(stderr, "projmt bench: at most %d runs (modes x precisions) per run (got more in '%s')\n",
+                        MAX_MODES, modes);
+                rc = 2;
+                break;
+            }
+            pmt_config mcfg = cfg;
+            mcfg.precision = precisions[p];
+            if (apply_mode(&mcfg, mode) != 0) { fprintf(stderr, "projmt bench: unknown mode '%s'\n", mode); rc = 2; break; }
+            const double run_peak = precisions[p] == PMT_PRECISION_BF16 ? peaks[PMT_GEMM_BACKENDS] : peak;
+            if (pmt_bench_train(&mcfg, have_corpus ? &corpus : NULL, V, warmup, steps, run_peak, &results[n], err,
+                                sizeof err) != 0) {
+                fprintf(stderr, "projmt bench: %s\n", err);
+                rc = 1;
+                break;
+            }
+            print_result(&results[n], results[0].ms_per_step);
+            if (p > 0)
+                printf("%-34s tokens/s ratio %s / %s = %.3f\n", "", pmt_precision_name(precisions[p]),
+                       pmt_precision_name(precisions[0]), results[n].tokens_per_s / results[n - p].tokens_per_s);
+            fflush(stdout);
+            n++;
         }
-        pmt_config mcfg = cfg;
-        if (apply_mode(&mcfg, mode) != 0) { fprintf(stderr, "projmt bench: unknown mode '%s'\n", mode); rc = 2; break; }
-        if (pmt_bench_train(&mcfg, have_corpus ? &corpus : NULL, V, warmup, steps, peak, &results[n], err, sizeof err) != 0) {
-            fprintf(stderr, "projmt bench: %s\n", err);
-            rc = 1;
-            break;
-        }
-        print_result(&results[n], results[0].ms_per_step);
-        fflush(stdout);
-        n++;
     }
-    if (rc == 0 && n > 1)
-        printf("time ratio %s / %s = %.3f (FLOP ratio %.3f)\n", results[1].mode, results[0].mode,
-               results[1].ms_per_step / results[0].ms_per_step, results[1].flops_per_token / results[0].flops_per_token);
+    if (rc == 0 && n > n_precisions)
+        printf("time ratio %s / %s = %.3f (FLOP ratio %.3f)\n", results[n_precisions].mode, results[0].mode,
+               results[n_precisions].ms_per_step / results[0].ms_per_step,
+               results[n_precisions].flops_per_token / results[0].flops_per_token);
     if (rc == 0 && json) print_json(results, n, peaks, threads, !have_corpus);
     if (have_corpus) pmt_corpus_free(&corpus);
     return rc;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/gemm.h"
 #include "nn/ops.h"
 #include "nn/ops_internal.h"
 #include "nn/profile.h"
@@ -407,6 +408,24 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->ln_scratch = carve(ab, layernorm_backward_scratch_floats(C));
 }
 
+/* --precision bf16: the gemm layer's bf16 copies of the largest operands a
+ * training step multiplies (nn/gemm.h), reserved here so no step allocates.
+ * Every product is a linear layer's: forward inp [rows, IN] · w [OUT, IN]ᵀ,
+ * backward dout [rows, OUT] · w and doutᵀ · inp, with rows <= max_rows and
+ * the logits' OUT = V. A operands: inp or dout; B operands: w or inp. */
+static int reserve_bf16(const pmt_model *m, char *err, size_t errlen) {
+    const size_t rows = (size_t)m->max_rows, V = (size_t)m->V, C = (size_t)m->C, F = (size_t)m->F;
+    const size_t widest = V > F ? (V > C ? V : C) : (F > C ? F : C);
+    const size_t widest_w = V * C > F * C ? V * C : F * C;
+    const size_t widest_in = rows * (F > C ? F : C);
+    char inner[256];
+    if (pmt_gemm_bf16_reserve(rows * widest, widest_w > widest_in ? widest_w : widest_in, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "%s", inner);
+        return -1;
+    }
+    return 0;
+}
+
 static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len, int training,
                       char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
@@ -465,6 +484,10 @@ static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, 
     /* The attention kernels' per-thread scratch, sized once here for the
      * longest sequences (the decoder's shapes are smaller). */
     if (attention_scratch_reserve(max_len, max_len, m->HS) != 0) goto oom;
+    if (training && cfg->precision == PMT_PRECISION_BF16 && reserve_bf16(m, err, errlen) != 0) {
+        pmt_model_free(m);
+        return -1;
+    }
     return 0;
 oom:
     snprintf(err, errlen, "model: out of memory (vocab %d, max_rows %d, max_len %d)", V, max_rows, max_len);
@@ -718,7 +741,7 @@ void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len, 
     memcpy(enc_out, m->act->enc_out, (size_t)B * S * m->C * sizeof(float));
 }
 
-double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t dropout_seed, pmt_stats *stats) {
+static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t dropout_seed, pmt_stats *stats) {
     pmt_model_activations *A = m->act;
     if (!m->grads && train) {
         fprintf(stderr, "projmt: internal error: training forward pass on an inference-only model\n");
@@ -867,7 +890,7 @@ static void embed_backward(pmt_model *m, const float *d_stream, const int32_t *i
     embedding_backward(grad_of(m, m->wte), d_emb, ids, B, T, m->C, (float)sqrt((double)m->C));
 }
 
-void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominator) {
+static void backward(pmt_model *m, const pmt_batch *b, double loss_denominator) {
     pmt_model_activations *A = m->act;
     if (!m->grads) {
         fprintf(stderr, "projmt: internal error: backward pass on an inference-only model\n");
@@ -925,4 +948,20 @@ void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominato
         block_backward(m, &m->enc[l].self, NULL, &A->enc[l].self, x_in, &io, A->d_enc_stream, NULL);
     }
     embed_backward(m, A->d_enc_stream, b->src, b->B, b->S, STREAM_ENC_EMB);
+}
+
+/* A training pass runs its linear layers' products in the configured
+ * precision (bf16: reserved at init); evaluation passes stay fp32, so
+ * validation scores the weights as translation will use them. */
+double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t dropout_seed, pmt_stats *stats) {
+    const int before = pmt_gemm_set_precision(train ? m->cfg.precision : PMT_PRECISION_FP32);
+    const double loss = forward(m, b, train, dropout_seed, stats);
+    pmt_gemm_set_precision(before);
+    return loss;
+}
+
+void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominator) {
+    const int before = pmt_gemm_set_precision(m->cfg.precision);
+    backward(m, b, loss_denominator);
+    pmt_gemm_set_precision(before);
 }

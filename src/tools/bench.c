@@ -32,19 +32,23 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double pmt_bench_sgemm_peak(pmt_gemm_backend backend, int n, int reps) {
+double pmt_bench_sgemm_peak(pmt_gemm_backend backend, int precision, int n, int reps) {
     size_t nn = (size_t)n * n;
+    char err[256];
+    if (precision == PMT_PRECISION_BF16 && pmt_gemm_bf16_reserve(nn, nn, err, sizeof err) != 0) return 0;
     float *a = malloc(nn * sizeof(float)), *b = malloc(nn * sizeof(float)), *c = malloc(nn * sizeof(float));
     double *gflops = malloc((size_t)reps * sizeof(double));
     if (!a || !b || !c || !gflops) { free(a); free(b); free(c); free(gflops); return 0; }
     for (size_t i = 0; i < nn; i++) { a[i] = (float)((i * 7) % 13) * 0.01f; b[i] = (float)((i * 5) % 11) * 0.01f; }
     if (!pmt_gemm_available(backend)) { free(a); free(b); free(c); free(gflops); return 0; }
+    const int before = pmt_gemm_set_precision(precision);
     pmt_sgemm_on(backend, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);  /* warm-up */
     for (int r = 0; r < reps; r++) {
         double t0 = pmt_now_seconds();
         pmt_sgemm_on(backend, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         gflops[r] = 2.0 * n * (double)n * n / (pmt_now_seconds() - t0) / 1e9;
     }
+    pmt_gemm_set_precision(before);
     double med = median(gflops, reps);
     free(a); free(b); free(c); free(gflops);
     return med;
@@ -158,6 +162,9 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
     snprintf(out->mode, sizeof out->mode, "%s/%s/%s%s%s", pmt_attention_kind_name(cfg->site_kind[0]),
              pmt_attention_kind_name(cfg->site_kind[1]), pmt_attention_kind_name(cfg->site_kind[2]),
              cfg->sigma_learned ? "+learned-sigma" : "", family);
+    if (cfg->precision != PMT_PRECISION_FP32)
+        snprintf(out->mode + strlen(out->mode), sizeof out->mode - strlen(out->mode), " %s",
+                 pmt_precision_name(cfg->precision));
     out->params = m.n_params;
     out->flops_per_token = total_flops / (double)total_tokens;
     out->ms_per_step = median(step_ms, steps);

@@ -18,7 +18,8 @@
 enum { PMT_BENCH_GEMM, PMT_BENCH_ATTENTION, PMT_BENCH_ELEMENTWISE, PMT_BENCH_OPTIMIZER, PMT_BENCH_PHASES };
 
 typedef struct pmt_bench_result {
-    char mode[96];               /* e.g. "standard", "projection/projection/projection+boxcar+euclidean" */
+    char mode[96];               /* e.g. "standard/standard/standard", "projection/projection/projection+boxcar+euclidean",
+                                    with " bf16" appended for --precision bf16 */
     size_t params;
     double flops_per_token;      /* training FLOPs (fwd + bwd) per source+target token */
     double ms_per_step;          /* median over the timed steps */
@@ -30,10 +31,12 @@ typedef struct pmt_bench_result {
     double phase_pct[PMT_BENCH_PHASES]; /* % of the timed steps' time per phase */
 } pmt_bench_result;
 
-/* Median GFLOP/s of a square n x n x n sgemm (A·Bᵀ, as linear_forward) over
- * reps runs on the given backend with the current thread settings; 0 when
- * the backend is not built in. */
-double pmt_bench_sgemm_peak(pmt_gemm_backend backend, int n, int reps);
+/* Median GFLOP/s of a square n x n x n product (A·Bᵀ, as linear_forward)
+ * over reps runs on the given backend in the given pmt_precision (bf16:
+ * including the operands' conversion, as a training step runs it), with the
+ * current thread settings; 0 when the backend is not built in or bf16 cannot
+ * run here. */
+double pmt_bench_sgemm_peak(pmt_gemm_backend backend, int precision, int n, int reps);
 
 /* Trains cfg (one attention configuration) for warmup + steps optimizer steps
  * on the first batches of the corpus (or synthetic batches when corpus is

@@ -189,6 +189,19 @@ static void forget_best_of_other_metric(trainer *t, const pmt_checkpoint *ck) {
                          t->cfg.early_stopping_metric);
 }
 
+/* A run may continue in another precision than the checkpoint's (as
+ * Marian and fairseq allow switching mixed precision on resume): the
+ * master weights and Adam state are fp32 either way, only the products'
+ * rounding changes, so it is a note, not a refusal. The run's precision is
+ * what the next checkpoint records. */
+static void note_other_precision(trainer *t, const pmt_checkpoint *ck) {
+    if (ck->cfg.precision == t->cfg.precision) return;
+    pmt_progress_message(&t->log, "note: %s was trained with precision %s; continuing with %s (weights and Adam "
+                         "state are fp32 in both; the steps from here are not bitwise those of an uninterrupted "
+                         "%s run)", t->last_path, pmt_precision_name(ck->cfg.precision),
+                         pmt_precision_name(t->cfg.precision), pmt_precision_name(ck->cfg.precision));
+}
+
 /* The moving average continues from the checkpoint's; a checkpoint trained
  * without --ema starts it at its parameters. */
 static void resume_ema(trainer *t, const pmt_checkpoint *ck) {
@@ -229,6 +242,7 @@ static int resume_or_init(trainer *t, char *err, size_t errlen) {
         pmt_progress_message(&t->log, "resuming from %s at step %lld (epoch %lld, batch %lld)", t->last_path,
                              (long long)t->st.step, (long long)t->st.epoch + 1, (long long)t->st.batch);
         forget_best_of_other_metric(t, &ck);
+        note_other_precision(t, &ck);
     }
     pmt_checkpoint_free(&ck);
     return rc;
@@ -704,9 +718,9 @@ static int setup(trainer *t, char *err, size_t errlen) {
     t->elapsed_base = t->st.elapsed_seconds;
     t->last_loss = t->last_accuracy = NAN;
     pmt_progress_message(&t->log, "training: %d pairs in %d batches of <= %d tokens (accum %d), %d validation "
-                         "pairs; %d thread(s); logging to %s", t->data->train->n_pairs, t->train_b.n_batches,
-                         c->batch_tokens, c->accum, t->has_valid ? t->data->valid->n_pairs : 0,
-                         omp_get_max_threads(), t->tsv_path);
+                         "pairs; %d thread(s); precision %s; logging to %s", t->data->train->n_pairs,
+                         t->train_b.n_batches, c->batch_tokens, c->accum, t->has_valid ? t->data->valid->n_pairs : 0,
+                         omp_get_max_threads(), pmt_precision_name(c->precision), t->tsv_path);
     if (pmt_dist_size() > 1)
         pmt_progress_message(&t->log, "data-parallel: %d ranks (%d on this machine) x %d thread(s); each batch is "
                              "split across the ranks; gradient all-reduce of %.1f MB per step", pmt_dist_size(),
