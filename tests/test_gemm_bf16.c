@@ -155,6 +155,25 @@ static void test_products(void) {
     /* Two roundings of 2^-9 each bound the error; bf16 must show it (> fp32's). */
     CHECK_MSG(round < 2.0 * 0x1p-9 + 2e-5 && round > 1e-4, "bf16 rounding error %.3g outside (1e-4, 2^-8]", round);
 
+    /* pmt_sgemm_same_a: the backward pair of a linear layer, dout the A of
+     * both; the second product must equal a fresh pmt_sgemm bitwise, also
+     * when its alpha differs (then A is converted again). */
+    enum { NR = 50, OUT = 40, IN = 30 };
+    float *dout = malloc(sizeof(float) * NR * OUT), *w = malloc(sizeof(float) * OUT * IN);
+    float *inp = malloc(sizeof(float) * NR * IN), *dinp = malloc(sizeof(float) * NR * IN);
+    float *dw1 = calloc(OUT * IN, sizeof(float)), *dw2 = calloc(OUT * IN, sizeof(float));
+    fill(dout, NR * OUT, 21);
+    fill(w, OUT * IN, 22);
+    fill(inp, NR * IN, 23);
+    for (int k = 0; k < 2; k++) {
+        const float alpha2 = k ? 0.5f : 0.25f;
+        pmt_sgemm(0, 0, NR, IN, OUT, 0.25f, dout, OUT, w, IN, 0.0f, dinp, IN);
+        pmt_sgemm_same_a(1, 0, OUT, IN, NR, alpha2, dout, OUT, inp, IN, 0.0f, dw1, IN);
+        pmt_sgemm(1, 0, OUT, IN, NR, alpha2, dout, OUT, inp, IN, 0.0f, dw2, IN);
+        CHECK_MSG(memcmp(dw1, dw2, sizeof(float) * OUT * IN) == 0, "pmt_sgemm_same_a (alpha %g) differs", alpha2);
+    }
+    free(dout); free(w); free(inp); free(dinp); free(dw1); free(dw2);
+
     /* Back to fp32: products are fp32 again (error at fp32 level). */
     CHECK(pmt_gemm_set_precision(PMT_PRECISION_FP32) == PMT_PRECISION_BF16);
     double acc32 = 0, round32 = 0;

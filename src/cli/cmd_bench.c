@@ -292,14 +292,18 @@ int cmd_bench(int argc, char **argv) {
     int n = 0, rc = 0;
     char list[512];
     snprintf(list, sizeof list, "%s", modes);
+    /* Refused before anything runs. */
+    int runs = 0;
+    for (const char *c = modes; *c; c++) runs += *c == ',';
+    runs = (runs + 1) * n_precisions;
+    if (runs > MAX_MODES) {
+        fprintf(stderr, "projmt bench: at most %d modes per run (counting each precision; got %d in '%s')\n",
+                MAX_MODES, runs, modes);
+        if (have_corpus) pmt_corpus_free(&corpus);
+        return 2;
+    }
     for (char *save = NULL, *mode = strtok_r(list, ",", &save); mode && rc == 0; mode = strtok_r(NULL, ",", &save)) {
         for (int p = 0; p < n_precisions && rc == 0; p++) {
-            if (n == MAX_MODES) {
-                fprintf(stderr, "projmt bench: at most %d runs (modes x precisions) per run (got more in '%s')\n",
-                        MAX_MODES, modes);
-                rc = 2;
-                break;
-            }
             pmt_config mcfg = cfg;
             mcfg.precision = precisions[p];
             if (apply_mode(&mcfg, mode) != 0) { fprintf(stderr, "projmt bench: unknown mode '%s'\n", mode); rc = 2; break; }

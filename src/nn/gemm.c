@@ -235,6 +235,13 @@ static void matmul_run(dnnl_data_type_t type, int ta, int tb, int M, int N, int 
 static int g_precision = PMT_PRECISION_FP32;
 static uint16_t *g_ws_a, *g_ws_b;     /* bf16 copies of the operands */
 static size_t g_ws_a_cap, g_ws_b_cap; /* elements */
+/* What g_ws_a holds: bf16(scale · src [rows, cols], leading dimension ld),
+ * for pmt_sgemm_same_a; src = NULL when nothing. */
+static struct {
+    const float *src;
+    int rows, cols, ld;
+    float scale;
+} g_ws_a_holds;
 
 int pmt_gemm_bf16_check(int cpu_has_bf16, char *err, size_t errlen) {
     if (cpu_has_bf16) return 0;
@@ -265,6 +272,7 @@ int pmt_gemm_set_precision(int precision) {
     assert(precision == PMT_PRECISION_FP32 || (precision == PMT_PRECISION_BF16 && g_ws_a && g_ws_b));
     const int old = g_precision;
     g_precision = precision;
+    g_ws_a_holds.src = NULL;
     return old;
 }
 
@@ -295,12 +303,21 @@ void pmt_bf16_convert(uint16_t *dst, const float *src, int rows, int cols, int l
 }
 
 /* C = alpha·op(A)·op(B) + beta·C, beta ∈ {0, 1}, on bf16 copies of A and B:
- * the copies are dense (leading dimension = their stored width). */
-static void sgemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                       int ldb, float beta, float *C, int ldc) {
+ * the copies are dense (leading dimension = their stored width). A's copy
+ * is kept when same_a and the workspace holds this very A already. */
+static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc) {
     const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
     assert((size_t)a_rows * a_cols <= g_ws_a_cap && (size_t)b_rows * b_cols <= g_ws_b_cap);
-    pmt_bf16_convert(g_ws_a, A, a_rows, a_cols, lda, alpha);
+    if (!(same_a && g_ws_a_holds.src == A && g_ws_a_holds.rows == a_rows && g_ws_a_holds.cols == a_cols &&
+          g_ws_a_holds.ld == lda && g_ws_a_holds.scale == alpha)) {
+        pmt_bf16_convert(g_ws_a, A, a_rows, a_cols, lda, alpha);
+        g_ws_a_holds.src = A;
+        g_ws_a_holds.rows = a_rows;
+        g_ws_a_holds.cols = a_cols;
+        g_ws_a_holds.ld = lda;
+        g_ws_a_holds.scale = alpha;
+    }
     pmt_bf16_convert(g_ws_b, B, b_rows, b_cols, ldb, 1.0f);
     matmul_run(dnnl_bf16, ta, tb, M, N, K, g_ws_a, a_cols, g_ws_b, b_cols, beta != 0.0f, C, ldc);
 }
@@ -308,8 +325,8 @@ static void sgemm_bf16(int ta, int tb, int M, int N, int K, float alpha, const f
 /* ------------------------------------------------------------------ */
 /* entry points                                                        */
 
-void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K, float alpha, const float *A,
-                  int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+static void sgemm_on(pmt_gemm_backend backend, int same_a, int ta, int tb, int M, int N, int K, float alpha,
+                     const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     assert(pmt_gemm_available(backend));
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {   /* C = beta · C: the libraries disagree on this edge, so it is done here */
@@ -320,7 +337,7 @@ void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K,
     const double t0 = pmt_profile_begin();
     const int beta01 = beta == 0.0f || beta == 1.0f;
     if (g_precision == PMT_PRECISION_BF16 && beta01)
-        sgemm_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        sgemm_bf16(same_a, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else if (backend == PMT_GEMM_ONEDNN && alpha == 1.0f && beta01 && (long)M * N * K >= MATMUL_MIN_FMAS)
         matmul_run(dnnl_f32, ta, tb, M, N, K, A, lda, B, ldb, beta != 0.0f, C, ldc);
     else if (backend == PMT_GEMM_ONEDNN)
@@ -328,6 +345,16 @@ void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K,
     else
         sgemm_openblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     pmt_profile_end(PMT_PHASE_GEMM, t0);
+}
+
+void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    sgemm_on(backend, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void pmt_sgemm_same_a(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float beta, float *C, int ldc) {
+    sgemm_on(PROJMT_GEMM_DEFAULT, 1, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void pmt_sgemm_in_task(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,

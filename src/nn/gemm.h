@@ -56,6 +56,13 @@ void pmt_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const
 void pmt_sgemm_on(pmt_gemm_backend backend, int trans_a, int trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
+/* pmt_sgemm whose A is the previous product's A, unchanged since (the two
+ * backward products of a linear layer share dout): in bf16 its converted
+ * copy is used again when the stored matrix (pointer, shape, leading
+ * dimension) and alpha match; otherwise, and in fp32, exactly pmt_sgemm. */
+void pmt_sgemm_same_a(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc);
+
 /* For the small per-task products inside an OpenMP parallel region (the
  * pooling-attention kernels run one per sentence and head): the active
  * backend on the calling thread only (both libraries run single-threaded

@@ -201,7 +201,9 @@ static void linear_backward_beta(float *dinp, float *dw, float *db, const float 
     }
     if (dinp)
         pmt_sgemm(0, 0, N, IN, OUT, alpha, dout, OUT, w, IN, dinp_beta, dinp, IN);
-    pmt_sgemm(1, 0, OUT, IN, N, alpha, dout, OUT, inp, IN, 1.0f, dw, IN);
+    /* dout is the A of both products (stored [N, OUT] either way): in bf16
+     * its conversion serves twice. */
+    pmt_sgemm_same_a(1, 0, OUT, IN, N, alpha, dout, OUT, inp, IN, 1.0f, dw, IN);
     if (!db) return;
     const int nblk = (OUT + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
 #pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
