@@ -4,11 +4,7 @@
  * transpose combinations, leading dimensions wider than the matrices,
  * alpha/beta (beta = 1 accumulates, as the backward kernels need; beta = 0
  * overwrites, even NaN), the empty shapes, repeatability of a call, and the
- * active backend being the one CMake was asked for. The oneDNN backend runs
- * shapes of >= 2^20 multiply-adds with alpha = 1 on cached matmul
- * primitives: the (1, 0) and (1, 1) cases of the larger shapes take that
- * path, and more shapes than the cache holds check that evicted and rebuilt
- * primitives still compute the right product.
+ * active backend being the one CMake was asked for.
  */
 #include "nn/gemm.h"
 #include "testutil.h"
@@ -97,14 +93,6 @@ static void test_backend(pmt_gemm_backend be) {
     pmt_sgemm_on(be, 0, 1, M, N, K, 1.0f, A, K, B, K, 0.0f, C2, N);
     CHECK(memcmp(C1, C2, sizeof(float) * M * N) == 0);
     free(A); free(B); free(C1); free(C2);
-
-    /* 80 shapes of 2^20 or more multiply-adds, more than the 64 primitives
-     * kept, twice: the second pass rebuilds evicted ones. */
-    double worst_cached = 0.0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int rows = 64; rows < 64 + 80; rows++)
-            worst_cached = fmax(worst_cached, check_shape(be, rows & 1, 0, rows, 128, 128, 1.0f, (float)(pass & 1)));
-    CHECK_MSG(worst_cached < 1e-5, "%s: many shapes: rel. error %.3g", pmt_gemm_name(be), worst_cached);
 }
 
 int main(void) {

@@ -12,6 +12,8 @@
  *     rounding of A and nothing else is rounded), for all four transposes,
  *     wide leading dimensions, beta 0 and 1, alpha != 1; and they really are
  *     bf16: their distance to the fp32 product is of bf16's size;
+ *   - more shapes than the primitive cache holds (evictions, rebuilds);
+ *   - pmt_sgemm_same_a reuses A's conversion only for the same A and alpha;
  *   - switching back to fp32 gives fp32 products again.
  * Everything but the refusal needs avx512_bf16: elsewhere it SKIPs.
  */
@@ -154,6 +156,14 @@ static void test_products(void) {
     CHECK_MSG(acc < 2e-5, "bf16 products differ from the bf16 operands' product by %.3g", acc);
     /* Two roundings of 2^-9 each bound the error; bf16 must show it (> fp32's). */
     CHECK_MSG(round < 2.0 * 0x1p-9 + 2e-5 && round > 1e-4, "bf16 rounding error %.3g outside (1e-4, 2^-8]", round);
+
+    /* More shapes than the 64 cached primitives, twice: evicted ones are
+     * rebuilt and still compute the right product. */
+    double acc_many = 0, round_many = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int rows = 1; rows <= 80; rows++)
+            check_bf16_shape(rows & 1, 0, rows, 24, 40, 1.0f, (float)pass, &acc_many, &round_many);
+    CHECK_MSG(acc_many < 2e-5, "many shapes: bf16 products differ from the bf16 operands' product by %.3g", acc_many);
 
     /* pmt_sgemm_same_a: the backward pair of a linear layer, dout the A of
      * both; the second product must equal a fresh pmt_sgemm bitwise, also

@@ -11,6 +11,7 @@
 #include "tools/bench.h"
 #include "tools/bench_decode.h"
 #include "nn/gemm.h"
+#include "nn/gemm_lowp.h"
 #include "model/checkpoint.h"
 #include "cli/commands.h"
 #include "core/config.h"
@@ -79,9 +80,9 @@ static void print_result(const pmt_bench_result *r, double base_ms) {
            "peak RSS %6.0f MiB | time ratio %.3f\n",
            r->mode, r->params, r->flops_per_token / 1e6, r->ms_per_step, r->tokens_per_s, r->gflops, r->pct_of_peak,
            r->peak_rss_mib, r->ms_per_step / base_ms);
-    printf("%-34s step time: GEMM %.1f%% | attention %.1f%% | element-wise %.1f%% | optimizer %.1f%%\n", "",
-           r->phase_pct[PMT_BENCH_GEMM], r->phase_pct[PMT_BENCH_ATTENTION], r->phase_pct[PMT_BENCH_ELEMENTWISE],
-           r->phase_pct[PMT_BENCH_OPTIMIZER]);
+    printf("%-34s step time: GEMM %.1f%% | attention %.1f%% | element-wise %.1f%% | optimizer %.1f%% | "
+           "CPU %.1f ms/step\n", "", r->phase_pct[PMT_BENCH_GEMM], r->phase_pct[PMT_BENCH_ATTENTION],
+           r->phase_pct[PMT_BENCH_ELEMENTWISE], r->phase_pct[PMT_BENCH_OPTIMIZER], r->cpu_ms_per_step);
 }
 
 static void print_json(const pmt_bench_result *r, int n, const double *peaks, int threads, int synthetic) {
@@ -92,10 +93,11 @@ static void print_json(const pmt_bench_result *r, int n, const double *peaks, in
     printf("},\"bf16_peak_gflops\":%.2f,\"threads\":%d,\"batches\":\"%s\",\"modes\":[", peaks[PMT_GEMM_BACKENDS], threads,
            synthetic ? "synthetic" : "corpus");
     for (int i = 0; i < n; i++)
-        printf("%s{\"mode\":\"%s\",\"params\":%zu,\"flops_per_token\":%.0f,\"ms_per_step\":%.3f,\"tokens_per_s\":%.1f,"
+        printf("%s{\"mode\":\"%s\",\"params\":%zu,\"flops_per_token\":%.0f,\"ms_per_step\":%.3f,\"cpu_ms_per_step\":%.3f,\"tokens_per_s\":%.1f,"
                "\"gflops\":%.3f,\"pct_of_peak\":%.2f,\"peak_rss_mib\":%.1f,\"time_ratio\":%.4f,"
                "\"phase_pct\":{\"gemm\":%.2f,\"attention\":%.2f,\"elementwise\":%.2f,\"optimizer\":%.2f}}",
-               i ? "," : "", r[i].mode, r[i].params, r[i].flops_per_token, r[i].ms_per_step, r[i].tokens_per_s,
+               i ? "," : "", r[i].mode, r[i].params, r[i].flops_per_token, r[i].ms_per_step, r[i].cpu_ms_per_step,
+               r[i].tokens_per_s,
                r[i].gflops, r[i].pct_of_peak, r[i].peak_rss_mib, r[i].ms_per_step / r[0].ms_per_step,
                r[i].phase_pct[PMT_BENCH_GEMM], r[i].phase_pct[PMT_BENCH_ATTENTION],
                r[i].phase_pct[PMT_BENCH_ELEMENTWISE], r[i].phase_pct[PMT_BENCH_OPTIMIZER]);
@@ -263,6 +265,11 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     for (int p = 0; p < n_precisions; p++) want_bf16 |= precisions[p] == PMT_PRECISION_BF16;
+    if (want_bf16 && pmt_gemm_bf16_check(pmt_cpu_has_bf16(), err, sizeof err) != 0) {
+        fprintf(stderr, "projmt bench: %s\n", err);
+        if (have_corpus) pmt_corpus_free(&corpus);
+        return 1;
+    }
     int V = vocab_size(&cfg);
     /* Both backends' peaks, side by side in this run; % of peak is of the
      * active one (the one the steps use), or of the bf16 product's peak
@@ -316,8 +323,10 @@ int cmd_bench(int argc, char **argv) {
             }
             print_result(&results[n], results[0].ms_per_step);
             if (p > 0)
-                printf("%-34s tokens/s ratio %s / %s = %.3f\n", "", pmt_precision_name(precisions[p]),
-                       pmt_precision_name(precisions[0]), results[n].tokens_per_s / results[n - p].tokens_per_s);
+                printf("%-34s tokens/s ratio %s / %s = %.3f (CPU time per step ratio %s / %s = %.3f)\n", "",
+                       pmt_precision_name(precisions[p]), pmt_precision_name(precisions[0]),
+                       results[n].tokens_per_s / results[n - p].tokens_per_s, pmt_precision_name(precisions[0]),
+                       pmt_precision_name(precisions[p]), results[n - p].cpu_ms_per_step / results[n].cpu_ms_per_step);
             fflush(stdout);
             n++;
         }

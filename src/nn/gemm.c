@@ -8,24 +8,26 @@
  * can measure both peaks in one run; PROJMT_GEMM_DEFAULT (from CMake) picks
  * the one pmt_sgemm uses.
  *
- * Why matmul primitives next to dnnl_sgemm: oneDNN 2.6's dnnl_sgemm is its
- * older gemm driver, while a matmul primitive built for one fixed shape runs
- * the brgemm kernels. Measured on the model's shapes (2 threads, medians of
- * 9 alternating calls, machine shared with a training run), the primitive
- * was 1.3–1.5x faster on the linear layers' forward products (4096×1024×256,
- * 4096×256×1024, A·Bᵀ) and 2.5–3.5x on the weight gradient 256×1024×4096
- * (Aᵀ·B), where dnnl_sgemm falls to 10–19 GFLOP/s; on the vocabulary shapes
- * dnnl_sgemm was 5–10% ahead. A primitive is fixed to (transposes, M, N, K,
- * leading dimensions, beta): runtime dimensions or runtime scales make
- * oneDNN fall back to the gemm driver, so primitives are cached per shape
- * (M changes per batch; building one costs 0.2–0.5 ms). The oneDNN backend
- * uses them for fp32 products with alpha = 1, beta ∈ {0, 1} and at least
- * MATMUL_MIN_FMAS multiply-adds; the rest stay on dnnl_sgemm.
+ * Why fp32 stays on dnnl_sgemm: on this machine (2-core AMD EPYC Zen 4,
+ * AVX-512 on 256-bit units) one core does 32 fp32 FLOP per cycle, about
+ * 105 GFLOP/s per core at its clock, and dnnl_sgemm reaches it: 102–112
+ * GFLOP/s per CPU-second on the model's shapes on 1 thread, ~209 GFLOP/s on
+ * 2 threads on a quiet machine. A reused fp32 matmul primitive (brgemm) was
+ * 0–17% slower per CPU-second on the same shapes and +4% CPU time per base
+ * training step (3 alternating runs); it only looked faster (up to 3x on
+ * 256×1024×4096 Aᵀ·B) in 2-thread wall-clock timings on a heavily loaded
+ * machine. The 300–365 GFLOP/s once reported for "fp32" exceed two cores'
+ * fp32 FMA peak; they match bf16 dot products (2x the FMA rate), which is
+ * what --precision bf16 runs.
  *
  * bf16 (gemm.h): both operands are converted into the workspace (alpha is
  * folded into A's conversion, so every bf16 product is a plain matmul with an
- * optional sum post-op for beta = 1) and multiplied by a cached bf16 matmul
- * primitive with fp32 output.
+ * optional sum post-op for beta = 1) and multiplied by a bf16 matmul
+ * primitive with fp32 output. A primitive is fixed to one (transposes, M, N,
+ * K, leading dimensions, beta): runtime dimensions or runtime scales make
+ * oneDNN 2.6 fall back from its brgemm kernels to the gemm driver, so
+ * primitives are cached per shape (M changes with the batch; building one
+ * costs 0.2–0.5 ms against tens of ms for the product).
  */
 #include "nn/gemm.h"
 
@@ -47,9 +49,6 @@
 #define PROJMT_GEMM_DEFAULT PMT_GEMM_OPENBLAS
 #endif
 
-/* Below this many multiply-adds a product is too small to repay a
- * primitive (a decoding step's rows, the tests' small shapes): dnnl_sgemm. */
-#define MATMUL_MIN_FMAS (1L << 20)
 /* Primitives kept: a training step uses ~20 shapes; batches bring new M. */
 enum { MATMUL_CACHE = 64 };
 
@@ -117,11 +116,11 @@ static void sgemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const
 /* ------------------------------------------------------------------ */
 /* cached matmul primitives                                            */
 
-/* One primitive and the memory objects it runs on (their data handles are
- * set per call). The key is everything the primitive is fixed to. */
+/* One bf16 × bf16 → f32 primitive and the memory objects it runs on (their
+ * data handles are set per call). The key is everything the primitive is
+ * fixed to. */
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, accumulate;
-    dnnl_data_type_t type;         /* of A and B; C is always f32 */
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;
     unsigned long last_use;        /* 0: empty slot */
@@ -157,8 +156,8 @@ static int entry_build(matmul_entry *e) {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     if (pmt_dnnl_cpu(&engine, &stream) != 0) return -1;
-    e->a = strided_memory(e->M, e->K, e->lda, e->ta, e->type);
-    e->b = strided_memory(e->K, e->N, e->ldb, e->tb, e->type);
+    e->a = strided_memory(e->M, e->K, e->lda, e->ta, dnnl_bf16);
+    e->b = strided_memory(e->K, e->N, e->ldb, e->tb, dnnl_bf16);
     e->c = strided_memory(e->M, e->N, e->ldc, 0, dnnl_f32);
     if (!e->a || !e->b || !e->c) return -1;
     const dnnl_memory_desc_t *a, *b, *c;
@@ -190,7 +189,7 @@ static matmul_entry *cache_get(const matmul_entry *key) {
         matmul_entry *e = &g_cache[i];
         if (e->last_use && e->ta == key->ta && e->tb == key->tb && e->M == key->M && e->N == key->N &&
             e->K == key->K && e->lda == key->lda && e->ldb == key->ldb && e->ldc == key->ldc &&
-            e->accumulate == key->accumulate && e->type == key->type) {
+            e->accumulate == key->accumulate) {
             e->last_use = ++g_use_clock;
             return e;
         }
@@ -199,21 +198,20 @@ static matmul_entry *cache_get(const matmul_entry *key) {
     entry_clear(victim);
     *victim = *key;
     if (entry_build(victim) != 0) {
-        fprintf(stderr, "projmt: internal error: oneDNN cannot build a %s matmul (%c%c, M=%d N=%d K=%d, ld %d/%d/%d)\n",
-                key->type == dnnl_bf16 ? "bf16" : "f32", key->ta ? 'T' : 'N', key->tb ? 'T' : 'N', key->M, key->N,
-                key->K, key->lda, key->ldb, key->ldc);
+        fprintf(stderr, "projmt: internal error: oneDNN cannot build a bf16 matmul (%c%c, M=%d N=%d K=%d, ld %d/%d/%d)\n",
+                key->ta ? 'T' : 'N', key->tb ? 'T' : 'N', key->M, key->N, key->K, key->lda, key->ldb, key->ldc);
         abort();
     }
     victim->last_use = ++g_use_clock;
     return victim;
 }
 
-/* C (+)= op(A) · op(B) by the cached primitive of this shape and type
- * (accumulate: beta = 1, else beta = 0). A failure mid-step (oneDNN out of
- * memory) is not recoverable, so it aborts. */
-static void matmul_run(dnnl_data_type_t type, int ta, int tb, int M, int N, int K, const void *A, int lda,
-                       const void *B, int ldb, int accumulate, float *C, int ldc) {
-    const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate, type, NULL, NULL, NULL, NULL, 0};
+/* C (+)= op(A) · op(B) for bf16 A and B by the cached primitive of this
+ * shape (accumulate: beta = 1, else beta = 0). A failure mid-step (oneDNN
+ * out of memory) is not recoverable, so it aborts. */
+static void matmul_run(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                       int accumulate, float *C, int ldc) {
+    const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate, NULL, NULL, NULL, NULL, 0};
     pthread_mutex_lock(&g_cache_lock);
     matmul_entry *e = cache_get(&key);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
@@ -319,7 +317,7 @@ static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float al
         g_ws_a_holds.scale = alpha;
     }
     pmt_bf16_convert(g_ws_b, B, b_rows, b_cols, ldb, 1.0f);
-    matmul_run(dnnl_bf16, ta, tb, M, N, K, g_ws_a, a_cols, g_ws_b, b_cols, beta != 0.0f, C, ldc);
+    matmul_run(ta, tb, M, N, K, g_ws_a, a_cols, g_ws_b, b_cols, beta != 0.0f, C, ldc);
 }
 
 /* ------------------------------------------------------------------ */
@@ -335,11 +333,8 @@ static void sgemm_on(pmt_gemm_backend backend, int same_a, int ta, int tb, int M
         return;
     }
     const double t0 = pmt_profile_begin();
-    const int beta01 = beta == 0.0f || beta == 1.0f;
-    if (g_precision == PMT_PRECISION_BF16 && beta01)
+    if (g_precision == PMT_PRECISION_BF16 && (beta == 0.0f || beta == 1.0f))
         sgemm_bf16(same_a, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else if (backend == PMT_GEMM_ONEDNN && alpha == 1.0f && beta01 && (long)M * N * K >= MATMUL_MIN_FMAS)
-        matmul_run(dnnl_f32, ta, tb, M, N, K, A, lda, B, ldb, beta != 0.0f, C, ldc);
     else if (backend == PMT_GEMM_ONEDNN)
         sgemm_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else

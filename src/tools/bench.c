@@ -103,7 +103,7 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
     pmt_batcher batcher;
     synthetic syn = {0};
     int have_batcher = 0, rc = -1;
-    double *step_ms = malloc((size_t)steps * sizeof(double));
+    double *step_ms = malloc((size_t)steps * sizeof(double) * 2), *cpu_ms = step_ms + steps;
     memset(out, 0, sizeof *out);
     if (!step_ms) { snprintf(err, errlen, "bench: out of memory"); return -1; }
     pmt_reset_peak_rss();
@@ -136,7 +136,7 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
         /* Profile only the timed steps; the clock reads it adds are a few
          * hundred per step, microseconds against a step of ~100 ms. */
         pmt_profile_enable(i >= warmup);
-        double t0 = pmt_now_seconds();
+        double t0 = pmt_now_seconds(), c0 = pmt_cpu_seconds();
         pmt_stats st;
         pmt_model_zero_grad(&m);
         double loss = pmt_model_forward(&m, b, 1, cfg->seed + (uint64_t)i, &st);
@@ -149,6 +149,7 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
         pmt_profile_enable(0);
         if (i >= warmup) {
             step_ms[i - warmup] = dt * 1e3;
+            cpu_ms[i - warmup] = (pmt_cpu_seconds() - c0) * 1e3;
             total_s += dt;
             total_flops += pmt_model_train_flops(cfg, V, b->B, b->S, b->T);
             total_tokens += non_pad(b->src, b->B * b->S) + non_pad(b->tgt_out, b->B * b->T);
@@ -168,6 +169,7 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
     out->params = m.n_params;
     out->flops_per_token = total_flops / (double)total_tokens;
     out->ms_per_step = median(step_ms, steps);
+    out->cpu_ms_per_step = median(cpu_ms, steps);
     out->tokens_per_s = (double)total_tokens / total_s;
     out->gflops = total_flops / total_s / 1e9;
     out->pct_of_peak = sgemm_peak > 0 ? 100.0 * out->gflops / sgemm_peak : 0;

@@ -23,6 +23,7 @@ typedef struct pmt_bench_result {
     size_t params;
     double flops_per_token;      /* training FLOPs (fwd + bwd) per source+target token */
     double ms_per_step;          /* median over the timed steps */
+    double cpu_ms_per_step;      /* median CPU time (all threads) per timed step */
     double tokens_per_s;         /* source + target non-pad tokens per second */
     double gflops;               /* achieved matrix-product GFLOP/s */
     double pct_of_peak;          /* gflops / sgemm peak * 100 */

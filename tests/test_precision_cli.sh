@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# test_precision_cli.sh — --precision from the command line:
+#   - a CPU without native bf16 (oneDNN limited to AVX-512 without bf16 by
+#     its own ONEDNN_MAX_CPU_ISA, so this runs on any x86 CPU): `train` and
+#     `bench` with bf16 stop with exit 1 and a message naming avx512_bf16,
+#     and nothing is trained; fp32 runs as usual under the same limit;
+#   - bad values are refused with exit 2 (an unknown precision, a precision
+#     listed twice in --precisions);
+#   - where the CPU has avx512_bf16: `train --precision bf16` trains and
+#     logs its precision, `translate` loads its checkpoint, and `bench --precisions fp32,bf16` runs each mode in both
+#     and prints the tokens/s ratio.
+set -uo pipefail
+build=${1:?usage: test_precision_cli.sh <build-dir>}
+projmt="$build/projmt"
+[ -x "$projmt" ] || { echo "FAIL: $projmt not built"; exit 1; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-precision-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+failures=0 passed=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { passed=$((passed + 1)); }
+check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
+
+awk -f tests/fixtures/made_up_pairs.awk > "$tmp/pairs.tsv"
+"$projmt" prepare --config configs/tiny.ini --corpus "$tmp/pairs.tsv" --data-dir "$tmp/data" \
+  --valid-size 20 --test-size 20 --vocab-size 100 > "$tmp/prepare.log" 2>&1 ||
+  { cat "$tmp/prepare.log"; echo "FAIL: prepare"; exit 1; }
+common=(--config configs/tiny.ini --data-dir "$tmp/data" --threads 1 --max-steps 3 --epochs 0 --valid-every 3
+        --valid-bleu-sentences 0)
+bench=(bench --config configs/tiny.ini --synthetic --data-dir "$tmp/none" --threads 1 --steps 1 --warmup 0)
+
+# No native bf16 (as oneDNN sees the CPU): refused, clearly.
+ONEDNN_MAX_CPU_ISA=AVX512_CORE "$projmt" train "${common[@]}" --precision bf16 --save-dir "$tmp/nobf16" \
+  > "$tmp/nobf16.log" 2>&1
+status=$?
+check "train --precision bf16 without avx512_bf16 exits 1 (status $status)" [ $status -eq 1 ]
+check "the refusal names the feature and the way out" grep -q "avx512_bf16.*--precision fp32" "$tmp/nobf16.log"
+check "nothing was trained" [ ! -e "$tmp/nobf16/last.ckpt" ]
+ONEDNN_MAX_CPU_ISA=AVX512_CORE "$projmt" "${bench[@]}" --modes standard --precisions fp32,bf16 > "$tmp/nobf16b.log" 2>&1
+status=$?
+check "bench with bf16 without avx512_bf16 exits 1 (status $status)" [ $status -eq 1 ]
+check "bench names the feature" grep -q "avx512_bf16" "$tmp/nobf16b.log"
+ONEDNN_MAX_CPU_ISA=AVX512_CORE "$projmt" train "${common[@]}" --precision fp32 --save-dir "$tmp/fp32" \
+  > "$tmp/fp32.log" 2>&1
+check "fp32 trains under the same limit" [ -e "$tmp/fp32/last.ckpt" ]
+
+# Bad values.
+"$projmt" train "${common[@]}" --precision fp16 --save-dir "$tmp/bad" > "$tmp/bad.log" 2>&1
+status=$?
+check "--precision fp16 is refused with exit 2 (status $status)" [ $status -eq 2 ]
+check "the message names the key" grep -q "precision" "$tmp/bad.log"
+"$projmt" "${bench[@]}" --modes standard --precisions fp32,fp32 > "$tmp/twice.log" 2>&1
+status=$?
+check "--precisions fp32,fp32 is refused with exit 2 (status $status)" [ $status -eq 2 ]
+check "the message says why" grep -q "listed twice" "$tmp/twice.log"
+
+if grep -q avx512_bf16 /proc/cpuinfo; then
+  "$projmt" train "${common[@]}" --precision bf16 --save-dir "$tmp/bf16" > "$tmp/bf16.log" 2>&1
+  check "train --precision bf16 trains" [ -e "$tmp/bf16/last.ckpt" ]
+  check "the log names the precision" grep -q "precision bf16" "$tmp/bf16.log"
+  echo "hello" | "$projmt" translate --model "$tmp/bf16/last.ckpt" --threads 1 > "$tmp/out.txt" 2> "$tmp/tr.log"
+  check "a bf16 checkpoint translates" [ -s "$tmp/out.txt" ]
+  "$projmt" "${bench[@]}" --modes standard,projection --precisions fp32,bf16 --json > "$tmp/bench.log" 2>&1
+  status=$?
+  check "bench --precisions fp32,bf16 runs (status $status)" [ $status -eq 0 ]
+  check "bench ran the bf16 mode" grep -q "^projection/projection/projection bf16 " "$tmp/bench.log"
+  check "bench prints the ratio per mode" [ "$(grep -c "tokens/s ratio bf16 / fp32" "$tmp/bench.log")" -eq 2 ]
+  check "bench JSON has the bf16 runs" grep -q '"mode":"standard/standard/standard bf16"' "$tmp/bench.log"
+else
+  echo "note: this CPU has no avx512_bf16; bf16 training itself was not run"
+fi
+
+echo "$passed passed, $failures failed"
+[ "$failures" -eq 0 ]
