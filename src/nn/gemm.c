@@ -128,7 +128,7 @@ typedef struct {
 
 static matmul_entry g_cache[MATMUL_CACHE];
 static unsigned long g_use_clock;
-static pthread_mutex_t g_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_cache_lock = PTHREAD_MUTEX_INITIALIZER;   /* also guards the bf16 workspace */
 
 static void entry_clear(matmul_entry *e) {
     if (e->prim) dnnl_primitive_destroy(e->prim);
@@ -207,12 +207,11 @@ static matmul_entry *cache_get(const matmul_entry *key) {
 }
 
 /* C (+)= op(A) · op(B) for bf16 A and B by the cached primitive of this
- * shape (accumulate: beta = 1, else beta = 0). A failure mid-step (oneDNN
- * out of memory) is not recoverable, so it aborts. */
+ * shape (accumulate: beta = 1, else beta = 0), with the cache lock held. A
+ * failure mid-step (oneDNN out of memory) is not recoverable: it aborts. */
 static void matmul_run(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                        int accumulate, float *C, int ldc) {
     const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate, NULL, NULL, NULL, NULL, 0};
-    pthread_mutex_lock(&g_cache_lock);
     matmul_entry *e = cache_get(&key);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
     int ok = dnnl_memory_set_data_handle(e->a, (void *)A) == dnnl_success &&
@@ -220,7 +219,6 @@ static void matmul_run(int ta, int tb, int M, int N, int K, const uint16_t *A, i
              dnnl_memory_set_data_handle(e->c, C) == dnnl_success &&
              dnnl_primitive_execute(e->prim, g_stream, 3, args) == dnnl_success &&
              dnnl_stream_wait(g_stream) == dnnl_success;
-    pthread_mutex_unlock(&g_cache_lock);
     if (!ok) {
         fprintf(stderr, "projmt: oneDNN matmul failed (M=%d N=%d K=%d)\n", M, N, K);
         abort();
@@ -302,11 +300,13 @@ void pmt_bf16_convert(uint16_t *dst, const float *src, int rows, int cols, int l
 
 /* C = alpha·op(A)·op(B) + beta·C, beta ∈ {0, 1}, on bf16 copies of A and B:
  * the copies are dense (leading dimension = their stored width). A's copy
- * is kept when same_a and the workspace holds this very A already. */
+ * is kept when same_a and the workspace holds this very A already. The
+ * lock covers the workspace and the primitive cache. */
 static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                        const float *B, int ldb, float beta, float *C, int ldc) {
     const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
     assert((size_t)a_rows * a_cols <= g_ws_a_cap && (size_t)b_rows * b_cols <= g_ws_b_cap);
+    pthread_mutex_lock(&g_cache_lock);
     if (!(same_a && g_ws_a_holds.src == A && g_ws_a_holds.rows == a_rows && g_ws_a_holds.cols == a_cols &&
           g_ws_a_holds.ld == lda && g_ws_a_holds.scale == alpha)) {
         pmt_bf16_convert(g_ws_a, A, a_rows, a_cols, lda, alpha);
@@ -318,6 +318,7 @@ static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float al
     }
     pmt_bf16_convert(g_ws_b, B, b_rows, b_cols, ldb, 1.0f);
     matmul_run(ta, tb, M, N, K, g_ws_a, a_cols, g_ws_b, b_cols, beta != 0.0f, C, ldc);
+    pthread_mutex_unlock(&g_cache_lock);
 }
 
 /* ------------------------------------------------------------------ */

@@ -25,10 +25,10 @@
  *
  * State: the precision, the workspace and the cache of matmul primitives
  * are process-wide, like the attention scratch; the workspace only grows
- * and is released at exit. Products from several threads at once are
- * serialised on the cache (each one uses every thread anyway); the
- * precision is meant to be switched from serial code (the model switches it
- * around a training step's forward and backward).
+ * and is released at exit. bf16 products from several threads at once are
+ * serialised on one lock (each one uses every thread anyway); the
+ * precision and the reservation are meant for serial code (the model
+ * switches the precision around a training step's forward and backward).
  *
  * Layout: row-major; op(A) [M, K], op(B) [K, N], C [M, N] with leading
  * dimensions lda/ldb/ldc as in cblas. C = alpha·op(A)·op(B) + beta·C; with
