@@ -411,15 +411,18 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
 /* --precision bf16: the gemm layer's bf16 copies of the largest operands a
  * training step multiplies (nn/gemm.h), reserved here so no step allocates.
  * Every product is a linear layer's: forward inp [rows, IN] · w [OUT, IN]ᵀ,
- * backward dout [rows, OUT] · w and doutᵀ · inp, with rows <= max_rows and
- * the logits' OUT = V. A operands: inp or dout; B operands: w or inp. */
+ * backward dout [rows, OUT] · w and doutᵀ · inp, with rows <= max_rows,
+ * IN ∈ {C, F} and OUT ∈ {C, 2C, 3C (the fused Q|K|V), F, V}. A operands:
+ * inp or dout; B operands: w or inp. */
 static int reserve_bf16(const pmt_model *m, char *err, size_t errlen) {
     const size_t rows = (size_t)m->max_rows, V = (size_t)m->V, C = (size_t)m->C, F = (size_t)m->F;
-    const size_t widest = V > F ? (V > C ? V : C) : (F > C ? F : C);
-    const size_t widest_w = V * C > F * C ? V * C : F * C;
-    const size_t widest_in = rows * (F > C ? F : C);
+    const size_t widest_in = F > C ? F : C, widest_out_f = V > F ? V : F;
+    const size_t widest_out = widest_out_f > 3 * C ? widest_out_f : 3 * C;
+    const size_t widest = widest_out > widest_in ? widest_out : widest_in;
+    const size_t widest_w = (V > F ? (V > 3 * C ? V : 3 * C) : (F > 3 * C ? F : 3 * C)) * C;   /* wte, w1/w2, wqkv */
     char inner[256];
-    if (pmt_gemm_bf16_reserve(rows * widest, widest_w > widest_in ? widest_w : widest_in, inner, sizeof inner) != 0) {
+    const size_t widest_inp = rows * widest_in;
+    if (pmt_gemm_bf16_reserve(rows * widest, widest_w > widest_inp ? widest_w : widest_inp, inner, sizeof inner) != 0) {
         snprintf(err, errlen, "%s", inner);
         return -1;
     }
