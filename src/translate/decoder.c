@@ -221,15 +221,16 @@ void pmt_decoder_free(pmt_decoder *d) {
     memset(d, 0, sizeof *d);
 }
 
-int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len, int n_sent, int S,
-                      int beam, int cap, char *err, size_t errlen) {
-    pmt_model *m = d->m;
+/* The batch fields of a start; -1 with err when the sizes do not fit. */
+static int start_batch(pmt_decoder *d, const int32_t *src_len, int n_sent, int S, int beam, int cap, char *err,
+                       size_t errlen) {
+    const pmt_model *m = d->m;
     if (n_sent < 1 || n_sent > d->max_sent || beam < 1 || beam > d->max_beam || S < 1 || S > m->max_len ||
-        cap < 1 || cap > m->max_len || (long)n_sent * S > m->max_rows) {
+        cap < 1 || cap > m->max_len) {
         snprintf(err, errlen,
                  "decoder: batch of %d sentences x %d source tokens, beam %d, %d positions does not fit "
-                 "(max %d sentences, beam %d, max_len %d, encoder rows %d)",
-                 n_sent, S, beam, cap, d->max_sent, d->max_beam, m->max_len, m->max_rows);
+                 "(max %d sentences, beam %d, max_len %d)",
+                 n_sent, S, beam, cap, d->max_sent, d->max_beam, m->max_len);
         return -1;
     }
     d->n_sent = n_sent;
@@ -239,14 +240,35 @@ int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len
     d->cap = cap;
     d->t = 0;
     memcpy(d->src_len, src_len, (size_t)n_sent * sizeof *src_len);
-    pmt_model_encode(m, src, src_len, n_sent, S, d->enc_out);
+    return 0;
+}
+
+/* Cross-attention keys/values of d->enc_out, once per batch. */
+static void cross_keys_values(pmt_decoder *d) {
+    const pmt_model *m = d->m;
     for (int l = 0; l < m->cfg.dec_layers; l++) {
         const pmt_attn_params *p = &m->dec[l].cross;
         pmt_decoder_layer *c = &d->layers[l];
         if (!c->cross_kv) continue;
-        linear_forward(c->cross_kv, d->enc_out, p->wqkv + (size_t)m->C * m->C, p->bqkv + m->C, n_sent * S, m->C,
-                       2 * m->C);
+        linear_forward(c->cross_kv, d->enc_out, p->wqkv + (size_t)m->C * m->C, p->bqkv + m->C, d->n_sent * d->S,
+                       m->C, 2 * m->C);
     }
+}
+
+int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len, int n_sent, int S,
+                      int beam, int cap, char *err, size_t errlen) {
+    pmt_model *m = d->m;
+    if ((long)n_sent * S > m->max_rows) {
+        snprintf(err, errlen, "decoder: batch of %d sentences x %d source tokens exceeds the encoder rows %d", n_sent,
+                 S, m->max_rows);
+        return -1;
+    }
+    if (start_batch(d, src_len, n_sent, S, beam, cap, err, errlen) != 0) return -1;
+    /* The model's arena serves one encoder pass at a time: decoders of one
+     * model started concurrently (the search's lanes) encode in turn. */
+#pragma omp critical(pmt_decoder_encode)
+    pmt_model_encode(m, src, src_len, n_sent, S, d->enc_out);
+    cross_keys_values(d);
     return 0;
 }
 

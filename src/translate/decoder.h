@@ -102,7 +102,9 @@ void pmt_decoder_free(pmt_decoder *d);
 /* Starts a batch: encodes src [n_sent*S] (padded, EOS included, lengths
  * src_len), precomputes the cross-attention keys/values, and prepares
  * n_sent*beam rows with caches of cap positions (cap <= m->max_len).
- * Requires n_sent*S <= m->max_rows (the encoder's arena). 0 or -1 with err. */
+ * Requires n_sent*S <= m->max_rows (the encoder's arena). Decoders of one
+ * model may start and step concurrently (the model's arena is taken by one
+ * encoder pass at a time). 0 or -1 with err. */
 int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len, int n_sent, int S,
                       int beam, int cap, char *err, size_t errlen);
 
