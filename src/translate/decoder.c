@@ -100,6 +100,14 @@ static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
         for (size_t k = 0; rc == 0 && k < sizeof mats / sizeof *mats; k++)
             if (mats[k].w) rc = lower_matrix(d, mats[k].w, mats[k].rows, 1, err, errlen);
     }
+    /* One scratchpad for the bf16 matmuls (they run one at a time). */
+    size_t pad = 0;
+    for (int i = 0; rc == 0 && !int8 && i < m->n_tensors; i++)
+        if (d->bf16[i] && pmt_bf16_matmul_scratchpad_bytes(d->bf16[i]) > pad) pad = pmt_bf16_matmul_scratchpad_bytes(d->bf16[i]);
+    if (rc == 0 && pad > 0 && !(d->bf16_pad = aligned_alloc(64, (pad + 63) & ~(size_t)63))) {
+        snprintf(err, errlen, "decoder: out of memory for the bf16 scratchpad");
+        rc = -1;
+    }
     return rc;
 }
 
@@ -116,6 +124,7 @@ static void free_lowp(pmt_decoder *d) {
     free(d->q8_scratch.x_scale);
     free(d->q8_scratch.acc);
     free(d->bf16_scratch);
+    free(d->bf16_pad);
 }
 
 /* out [N, OUT] = in [N, IN] · wᵀ + b for one step: with the int8 copy or
@@ -124,7 +133,7 @@ static void step_linear(const pmt_decoder *d, float *out, const float *in, const
                         int IN, int OUT) {
     const int i = d->q8 ? tensor_at(d->m, w) : -1;
     if (i >= 0 && d->q8[i]) linear_forward_int8(out, in, d->q8[i], d->q8_scale[i], b, N, IN, OUT, &d->q8_scratch);
-    else if (i >= 0 && d->bf16[i]) linear_forward_bf16(out, in, d->bf16[i], b, N, d->bf16_scratch);
+    else if (i >= 0 && d->bf16[i]) linear_forward_bf16(out, in, d->bf16[i], b, N, d->bf16_scratch, d->bf16_pad);
     else linear_forward(out, in, w, b, N, IN, OUT);
 }
 

@@ -92,6 +92,7 @@ typedef struct pmt_decoder {
     pmt_int8_scratch q8_scratch;
     pmt_bf16_matmul **bf16;      /* [n_tensors] */
     uint16_t *bf16_scratch;      /* [max_rows, max(C, F)] */
+    void *bf16_pad;              /* the bf16 matmuls' scratchpad (the largest of theirs; NULL if none) */
 } pmt_decoder;
 
 /* Allocates for up to max_sent sentences × max_beam rows with sources and
