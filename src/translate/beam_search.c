@@ -29,9 +29,8 @@
  * Lanes: a sub-batch is dealt round-robin (in length order, so every lane
  * gets the same mix of lengths) to lanes_for(n) lanes, each with its own
  * decoder and row state, run in one OpenMP region, one lane per thread at a
- * time, every kernel of a lane (its encoder pass included) on that lane's
- * thread alone; lanes encode in turn (the model has one arena), decoding
- * while others encode.
+ * time, every kernel of a lane (its encoder pass included, in the lane's
+ * own arena: pmt_model_init_view) on that lane's thread alone.
  * Why: an encoder pass or a step is ~20-60 products and kernels; run with
  * all threads each, every one of them ends in a barrier, and on a machine shared with other
  * processes a barrier waits for a thread that is not running (measured on
@@ -73,6 +72,7 @@ static int lanes_for(int n) {
  * max_sent = lane_max sentences. */
 typedef struct search_lane {
     pmt_decoder dec;
+    pmt_model view;             /* the lane's encoder arena over the model's weights (dec.encoder) */
     int32_t *src_pad;           /* [max_sent * max_len] its padded sources with EOS */
     int32_t *src_len;           /* [max_sent] their lengths incl. EOS */
     int *sent_id;               /* [max_sent] active sentence -> input index */
@@ -124,6 +124,7 @@ int pmt_search_max_output(const pmt_model *m, const pmt_decode_options *opt, int
 
 static void lane_free(search_lane *ln) {
     if (ln->dec.m) pmt_decoder_free(&ln->dec);
+    if (ln->view.act) pmt_model_free(&ln->view);
     free(ln->src_pad); free(ln->src_len); free(ln->sent_id); free(ln->max_out); free(ln->live); free(ln->keep);
     free(ln->hist); free(ln->hist2); free(ln->cum); free(ln->cum2); free(ln->tokens); free(ln->parent);
     free(ln->cand); free(ln->n_cand); free(ln->row_top);
@@ -133,6 +134,11 @@ static void lane_free(search_lane *ln) {
 static int lane_init(search_lane *ln, pmt_model *m, int max_sent, int max_beam, char *err, size_t errlen) {
     memset(ln, 0, sizeof *ln);
     if (pmt_decoder_init(&ln->dec, m, max_sent, max_beam, err, errlen) != 0) return -1;
+    if (pmt_model_init_view(&ln->view, m, err, errlen) != 0) {
+        lane_free(ln);
+        return -1;
+    }
+    ln->dec.encoder = &ln->view;
     const size_t ns = (size_t)max_sent, rows = ns * max_beam, L = (size_t)m->max_len;
     ln->src_pad = calloc(ns * L, sizeof *ln->src_pad);
     ln->src_len = calloc(ns, sizeof *ln->src_len);

@@ -273,10 +273,14 @@ int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len
         return -1;
     }
     if (start_batch(d, src_len, n_sent, S, beam, cap, err, errlen) != 0) return -1;
-    /* The model's arena serves one encoder pass at a time: decoders of one
-     * model started concurrently (the search's lanes) encode in turn. */
+    if (d->encoder) {
+        pmt_model_encode(d->encoder, src, src_len, n_sent, S, d->enc_out);
+    } else {
+        /* The model's arena serves one encoder pass at a time: decoders of
+         * one model started concurrently without views encode in turn. */
 #pragma omp critical(pmt_decoder_encode)
-    pmt_model_encode(m, src, src_len, n_sent, S, d->enc_out);
+        pmt_model_encode(m, src, src_len, n_sent, S, d->enc_out);
+    }
     cross_keys_values(d);
     return 0;
 }

@@ -46,6 +46,10 @@ typedef struct pmt_decoder_layer {
 
 typedef struct pmt_decoder {
     pmt_model *m;                /* borrowed */
+    /* Optional, caller-owned (NULL by default): a view of m
+     * (pmt_model_init_view) whose arena runs this decoder's encoder passes,
+     * so that decoders of one model encode concurrently. */
+    pmt_model *encoder;
     int max_sent, max_beam;      /* bounds fixed at init */
     int max_rows;                /* max_sent * max_beam */
 
@@ -104,8 +108,9 @@ void pmt_decoder_free(pmt_decoder *d);
  * src_len), precomputes the cross-attention keys/values, and prepares
  * n_sent*beam rows with caches of cap positions (cap <= m->max_len).
  * Requires n_sent*S <= m->max_rows (the encoder's arena). Decoders of one
- * model may start and step concurrently (the model's arena is taken by one
- * encoder pass at a time). 0 or -1 with err. */
+ * model may start and step concurrently: each encodes in its own view
+ * (d->encoder) when set, else the model's arena takes one encoder pass at a
+ * time. 0 or -1 with err. */
 int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len, int n_sent, int S,
                       int beam, int cap, char *err, size_t errlen);
 
