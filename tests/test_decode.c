@@ -12,12 +12,14 @@
  *  2. beam 1 == greedy, where greedy is recomputed here from scratch with
  *     full teacher-forced passes over each growing prefix (no cache at all).
  *  3. n-best lists are sorted, scores are logprob/(len+1)^α, batched search
- *     equals one-by-one search, input order is kept, and sub-batching forced
- *     by a small encoder arena changes nothing.
+ *     equals one-by-one search, input order is kept, sub-batching forced
+ *     by a small encoder arena changes nothing, and 1 or 2 threads give the
+ *     same bits (the search's lanes do not depend on the thread count).
  *  4. A tiny model overfitted in-test (Adam) to reverse a few sequences: beam
  *     and greedy search both find the trained outputs.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -251,7 +253,9 @@ static void test_search_random(const int kinds[PMT_SITES]) {
     /* beam 4, n-best 3: sorted, consistent scores, batch == one by one */
     opt = (pmt_decode_options){4, 3, 0.7, 1.5, 3};
     pmt_nbest batch[NSENT];
+    const long steps_before = s.stats.steps;
     CHECK(pmt_search_run(&s, &opt, ptrs, sent_lens, NSENT, batch, err, sizeof err) == 0);
+    const long batch_steps = s.stats.steps - steps_before;
     pmt_search one;
     CHECK(pmt_search_init(&one, &m, 1, 4, err, sizeof err) == 0);
     for (int i = 0; i < NSENT; i++) {
@@ -278,10 +282,34 @@ static void test_search_random(const int kinds[PMT_SITES]) {
         pmt_nbest split[NSENT];
         CHECK_MSG(pmt_search_run(&ss, &opt, ptrs, sent_lens, NSENT, split, err, sizeof err) == 0, "%s", err);
         for (int i = 0; i < NSENT; i++) CHECK_MSG(same_nbest(&batch[i], &split[i]), "sentence %d: sub-batched differs", i);
-        CHECK(ss.stats.steps > s.stats.steps / 2);   /* really ran several sub-batches */
+        CHECK(ss.stats.steps > batch_steps);   /* really ran several sub-batches */
         pmt_search_free(&ss);
         pmt_model_free(&small);
     }
+
+    /* The same bits for any thread count: the search's lanes and who goes
+     * where depend on the sentences only (2 lanes here, run by 1 or 2
+     * threads, also in the other order). */
+    pmt_hypothesis hyps[2][NSENT][4];
+    int32_t ids[2][NSENT][4][24];
+    for (int threads = 1; threads <= 2; threads++) {
+        omp_set_num_threads(threads);
+        pmt_nbest res[NSENT];
+        CHECK(pmt_search_run(&s, &opt, ptrs, sent_lens, NSENT, res, err, sizeof err) == 0);
+        for (int i = 0; i < NSENT; i++)
+            for (int k = 0; k < res[i].n; k++) {
+                hyps[threads - 1][i][k] = res[i].hyp[k];
+                memcpy(ids[threads - 1][i][k], res[i].hyp[k].ids, (size_t)res[i].hyp[k].len * sizeof(int32_t));
+            }
+    }
+    omp_set_num_threads(2);
+    for (int i = 0; i < NSENT; i++)
+        for (int k = 0; k < 3; k++) {
+            const pmt_hypothesis *a = &hyps[0][i][k], *b = &hyps[1][i][k];
+            CHECK_MSG(a->len == b->len && a->logprob == b->logprob && a->score == b->score &&
+                          !memcmp(ids[0][i][k], ids[1][i][k], (size_t)a->len * sizeof(int32_t)),
+                      "sentence %d hypothesis %d: 1 and 2 threads differ (%.17g vs %.17g)", i, k, a->score, b->score);
+        }
 
     /* bad options fail with a message, not a crash */
     pmt_decode_options bad = opt;
