@@ -234,7 +234,7 @@ static void top_insert(candidate *top, int *n, int k, candidate c) {
  * PAD and BOS are never outputs (training never targets them): they are
  * not proposed. */
 static int row_top_tokens(const pmt_decoder *d, int r, int k, candidate *top) {
-    const float *lg = d->logits + (size_t)r * d->m->V;
+    const float *lg = pmt_decoder_logits_row(d, r);
     int n = 0;
     float worst = -INFINITY;    /* logit of top[k-1] once the list is full */
     for (int v = 0; v < d->m->V; v++) {
@@ -408,7 +408,7 @@ static int decode_lane(pmt_search *s, search_lane *ln, const pmt_decode_options 
         ln->cum[r] = 0.0;
     }
     for (int t = 0; d->n_sent > 0; t++) {
-        pmt_decoder_step(d, ln->tokens);
+        pmt_decoder_step_live(d, ln->tokens, ln->live);
         ln->stats.steps++;
         ln->stats.row_steps += d->rows;
         if (batch_step(&x, t) == 0) break;
