@@ -12,12 +12,15 @@
  *  2. beam 1 == greedy, where greedy is recomputed here from scratch with
  *     full teacher-forced passes over each growing prefix (no cache at all).
  *  3. n-best lists are sorted, scores are logprob/(len+1)^α, batched search
- *     equals one-by-one search, input order is kept, and sub-batching forced
- *     by a small encoder arena changes nothing.
+ *     equals one-by-one search, input order is kept, sub-batching forced
+ *     by a small encoder arena changes nothing, and 1 or 2 threads give the
+ *     same bits (the search's lanes do not depend on the thread count).
+ *     Stepping only the live rows gives them the log-probs of stepping all.
  *  4. A tiny model overfitted in-test (Adam) to reverse a few sequences: beam
  *     and greedy search both find the trained outputs.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,6 +225,56 @@ static int same_nbest(const pmt_nbest *a, const pmt_nbest *b) {
     return 1;
 }
 
+/* pmt_decoder_step_live: the live rows (a prefix of each sentence's beam
+ * rows) get the log-probs that stepping every row gives them (products over
+ * fewer rows may round differently), over steps where the live counts change
+ * and rows are reordered. */
+static void test_live_rows(const int kinds[PMT_SITES]) {
+    enum { NS = 3, BEAM = 3, S = 6, STEPS = 4 };
+    char err[256];
+    pmt_model m;
+    if (make_model(&m, kinds, 0, 16, 2, 64, 16, 11) != 0) return;
+    pmt_decoder all, live;
+    CHECK(pmt_decoder_init(&all, &m, NS, BEAM, err, sizeof err) == 0);
+    CHECK(pmt_decoder_init(&live, &m, NS, BEAM, err, sizeof err) == 0);
+    int32_t src[NS * S], slen[NS] = {6, 4, 2};
+    unsigned seed = 9;
+    for (int i = 0; i < NS * S; i++) src[i] = lcg_token(&seed);
+    CHECK(pmt_decoder_start(&all, src, slen, NS, S, BEAM, 8, err, sizeof err) == 0);
+    CHECK(pmt_decoder_start(&live, src, slen, NS, S, BEAM, 8, err, sizeof err) == 0);
+    const int32_t counts[STEPS][NS] = {{1, 1, 1}, {3, 2, 1}, {2, 3, 3}, {1, 0, 2}};
+    /* after step t, row r continues row parent[t][r] of its sentence, a
+     * row live at step t */
+    const int32_t parent[STEPS - 1][NS * BEAM] = {{0, 0, 0, 3, 3, 3, 6, 6, 6},
+                                                  {1, 0, 2, 4, 3, 3, 6, 6, 6},
+                                                  {1, 0, 0, 5, 3, 4, 8, 7, 6}};
+    const int32_t keep[NS] = {0, 1, 2};
+    double worst = 0;
+    for (int t = 0; t < STEPS; t++) {
+        int32_t tok[NS * BEAM];
+        for (int r = 0; r < NS * BEAM; r++) tok[r] = 4 + (t * 7 + r * 3) % (V - 4);
+        pmt_decoder_step(&all, tok);
+        pmt_decoder_step_live(&live, tok, counts[t]);
+        CHECK(live.n_live == counts[t][0] + counts[t][1] + counts[t][2]);
+        for (int j = 0; j < NS; j++)
+            for (int i = 0; i < counts[t][j]; i++)
+                for (int id = 0; id < V; id++) {
+                    double d = fabs(pmt_decoder_logprob(&all, j * BEAM + i, id) - pmt_decoder_logprob(&live, j * BEAM + i, id));
+                    if (d > worst) worst = d;
+                }
+        for (int j = 0; j < NS; j++)
+            for (int i = counts[t][j]; i < BEAM; i++) CHECK(live.logit_slot[j * BEAM + i] == -1);
+        if (t + 1 < STEPS) {
+            pmt_decoder_reorder(&all, parent[t], keep, NS);
+            pmt_decoder_reorder(&live, parent[t], keep, NS);
+        }
+    }
+    CHECK_MSG(worst < 1e-5, "live-row steps differ from all-row steps by %.3g", worst);
+    pmt_decoder_free(&all);
+    pmt_decoder_free(&live);
+    pmt_model_free(&m);
+}
+
 static void test_search_random(const int kinds[PMT_SITES]) {
     char err[256];
     pmt_model m;
@@ -251,7 +304,9 @@ static void test_search_random(const int kinds[PMT_SITES]) {
     /* beam 4, n-best 3: sorted, consistent scores, batch == one by one */
     opt = (pmt_decode_options){4, 3, 0.7, 1.5, 3};
     pmt_nbest batch[NSENT];
+    const long steps_before = s.stats.steps;
     CHECK(pmt_search_run(&s, &opt, ptrs, sent_lens, NSENT, batch, err, sizeof err) == 0);
+    const long batch_steps = s.stats.steps - steps_before;
     pmt_search one;
     CHECK(pmt_search_init(&one, &m, 1, 4, err, sizeof err) == 0);
     for (int i = 0; i < NSENT; i++) {
@@ -278,10 +333,34 @@ static void test_search_random(const int kinds[PMT_SITES]) {
         pmt_nbest split[NSENT];
         CHECK_MSG(pmt_search_run(&ss, &opt, ptrs, sent_lens, NSENT, split, err, sizeof err) == 0, "%s", err);
         for (int i = 0; i < NSENT; i++) CHECK_MSG(same_nbest(&batch[i], &split[i]), "sentence %d: sub-batched differs", i);
-        CHECK(ss.stats.steps > s.stats.steps / 2);   /* really ran several sub-batches */
+        CHECK(ss.stats.steps > batch_steps);   /* really ran several sub-batches */
         pmt_search_free(&ss);
         pmt_model_free(&small);
     }
+
+    /* The same bits for any thread count: the search's lanes and who goes
+     * where depend on the sentences only (2 lanes here, run by 1 or 2
+     * threads, also in the other order). */
+    pmt_hypothesis hyps[2][NSENT][4];
+    int32_t ids[2][NSENT][4][24];
+    for (int threads = 1; threads <= 2; threads++) {
+        omp_set_num_threads(threads);
+        pmt_nbest res[NSENT];
+        CHECK(pmt_search_run(&s, &opt, ptrs, sent_lens, NSENT, res, err, sizeof err) == 0);
+        for (int i = 0; i < NSENT; i++)
+            for (int k = 0; k < res[i].n; k++) {
+                hyps[threads - 1][i][k] = res[i].hyp[k];
+                memcpy(ids[threads - 1][i][k], res[i].hyp[k].ids, (size_t)res[i].hyp[k].len * sizeof(int32_t));
+            }
+    }
+    omp_set_num_threads(2);
+    for (int i = 0; i < NSENT; i++)
+        for (int k = 0; k < 3; k++) {
+            const pmt_hypothesis *a = &hyps[0][i][k], *b = &hyps[1][i][k];
+            CHECK_MSG(a->len == b->len && a->logprob == b->logprob && a->score == b->score &&
+                          !memcmp(ids[0][i][k], ids[1][i][k], (size_t)a->len * sizeof(int32_t)),
+                      "sentence %d hypothesis %d: 1 and 2 threads differ (%.17g vs %.17g)", i, k, a->score, b->score);
+        }
 
     /* bad options fail with a message, not a crash */
     pmt_decode_options bad = opt;
@@ -400,6 +479,8 @@ int main(void) {
         test_incremental(all_proj, 0);
     proj_sigma_sq = 0;
     proj_kernel = PMT_KERNEL_GAUSSIAN;
+    test_live_rows(all_std);
+    test_live_rows(all_proj);
     test_search_random(all_std);
     test_search_random(all_proj);
     test_search_random(mixed);

@@ -80,9 +80,11 @@ static void test_bf16_kernel(void) {
         pmt_bf16_matmul *mm = pmt_bf16_matmul_init(w, IN, OUT, with_bias, err, sizeof err);
         CHECK_MSG(mm != NULL, "%s", err);
         if (!mm) return;
+        void *pad = aligned_alloc(64, (pmt_bf16_matmul_scratchpad_bytes(mm) + 64) & ~(size_t)63);
+        CHECK(pad != NULL);
         for (int n = 1; n <= N; n += N - 1) {   /* the row count varies per call */
             memset(out, 0, sizeof out);
-            linear_forward_bf16(out, x, mm, with_bias ? b : NULL, n, xs);
+            linear_forward_bf16(out, x, mm, with_bias ? b : NULL, n, xs, pad);
             int within = 1, differ = 0;
             float exact[N * OUT];
             linear_forward(exact, x, w, with_bias ? b : NULL, n, IN, OUT);
@@ -100,6 +102,27 @@ static void test_bf16_kernel(void) {
             CHECK_MSG(within, "bf16 product outside its bound (rows %d, bias %d)", n, with_bias);
             CHECK_MSG(differ, "bf16 product equals the fp32 one: were bf16 inputs used?");
         }
+        /* Concurrent products (the search's lanes): two threads, each with
+         * its own matmul, inputs, scratchpad, give what one thread gives. */
+        pmt_bf16_matmul *mm2 = pmt_bf16_matmul_init(w, IN, OUT, with_bias, err, sizeof err);
+        void *pad2 = aligned_alloc(64, (pmt_bf16_matmul_scratchpad_bytes(mm) + 64) & ~(size_t)63);
+        CHECK(mm2 != NULL && pad2 != NULL);
+        if (mm2 && pad2) {
+            static float par[2][N * OUT];
+            static uint16_t pxs[2][N * IN];
+            linear_forward_bf16(out, x, mm, with_bias ? b : NULL, N, xs, pad);
+            int same = 1;
+#pragma omp parallel for num_threads(2) reduction(& : same)
+            for (int th = 0; th < 2; th++)
+                for (int rep = 0; rep < 200; rep++) {
+                    linear_forward_bf16(par[th], x, th ? mm2 : mm, with_bias ? b : NULL, N, pxs[th], th ? pad2 : pad);
+                    same &= !memcmp(par[th], out, sizeof par[th]);
+                }
+            CHECK_MSG(same, "concurrent bf16 products differ from a lone one (bias %d)", with_bias);
+        }
+        pmt_bf16_matmul_free(mm2);
+        free(pad2);
+        free(pad);
         pmt_bf16_matmul_free(mm);
     }
 }

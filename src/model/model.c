@@ -508,6 +508,23 @@ int pmt_model_init_inference(pmt_model *m, const pmt_config *cfg, int V, int max
     return model_init(m, cfg, V, max_rows, max_len, 0, err, errlen);
 }
 
+int pmt_model_init_view(pmt_model *view, const pmt_model *m, char *err, size_t errlen) {
+    if (model_init(view, &m->cfg, m->V, m->max_rows, m->max_len, 0, err, errlen) != 0) return -1;
+    /* Drop the view's own (zeroed) parameters; its layer tables become
+     * copies of m's, which point into m's parameters. */
+    free(view->params);
+    view->params = NULL;
+    view->wte = m->wte;
+    view->enc_ln_w = m->enc_ln_w;
+    view->enc_ln_b = m->enc_ln_b;
+    view->dec_ln_w = m->dec_ln_w;
+    view->dec_ln_b = m->dec_ln_b;
+    memcpy(view->enc, m->enc, (size_t)m->cfg.enc_layers * sizeof *m->enc);
+    memcpy(view->dec, m->dec, (size_t)m->cfg.dec_layers * sizeof *m->dec);
+    view->decode_weights = m->decode_weights;
+    return 0;
+}
+
 size_t pmt_model_arena_floats(const pmt_model *m) { return m->act ? m->act->arena_floats : 0; }
 
 void pmt_model_free(pmt_model *m) {

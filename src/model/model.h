@@ -101,6 +101,12 @@ int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int
  * work; a training forward pass or pmt_model_backward aborts. */
 int pmt_model_init_inference(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
                              char *err, size_t errlen);
+/* An inference view of m: m's weights (borrowed: m must outlive the view;
+ * view->params is NULL) with an activation arena of its own as large as m's,
+ * so that encoder passes (pmt_model_encode) of one model can run on several
+ * threads at once, one per view (the search's lanes). pmt_model_free
+ * releases the view's own buffers only. 0, or -1 with err. */
+int pmt_model_init_view(pmt_model *view, const pmt_model *m, char *err, size_t errlen);
 void pmt_model_free(pmt_model *m);
 /* Floats in the activation arena (memory accounting, tests). */
 size_t pmt_model_arena_floats(const pmt_model *m);

@@ -58,16 +58,29 @@ void linear_forward_int8(float *out, const float *in, const int8_t *wq, const fl
     }
 }
 
-/* The process's engine and stream (nn/gemm_internal.h). */
+/* The process's one CPU engine (nn/gemm_internal.h), and one stream per
+ * thread that executes: the decoder's lanes (translate/beam_search.c)
+ * multiply concurrently, each with its own matmuls and scratchpad, and a
+ * oneDNN stream is not meant to be shared between threads. */
 static dnnl_engine_t cpu_engine;
-static dnnl_stream_t cpu_stream;
+static _Thread_local dnnl_stream_t thread_stream;
 
-static int ensure_engine(void) { return pmt_dnnl_cpu(&cpu_engine, &cpu_stream); }
+static int ensure_engine(void) {
+    dnnl_stream_t shared_stream;
+    return pmt_dnnl_cpu(&cpu_engine, &shared_stream);
+}
+
+static dnnl_stream_t this_thread_stream(void) {
+    if (!thread_stream && dnnl_stream_create(&thread_stream, cpu_engine, dnnl_stream_default_flags) != dnnl_success)
+        thread_stream = NULL;
+    return thread_stream;
+}
 
 struct pmt_bf16_matmul {
     int IN, OUT, with_bias;
     uint16_t *w;                 /* [OUT, IN] bf16 */
     dnnl_primitive_t prim;
+    size_t pad_bytes;            /* its scratchpad (user mode: the caller's memory) */
 };
 
 uint16_t pmt_bf16_from_float(float x) {
@@ -103,15 +116,22 @@ pmt_bf16_matmul *pmt_bf16_matmul_init(const float *w, int IN, int OUT, int with_
                 dst_dims = {DNNL_RUNTIME_DIM_VAL, OUT};
     dnnl_matmul_desc_t desc;
     dnnl_primitive_desc_t pd = NULL;
-    int ok = ensure_engine() == 0 &&
+    /* User scratchpad: oneDNN's library-mode scratchpad is shared by every
+     * primitive of the process (this build has no concurrent-execution
+     * option), so concurrent matmuls each bring their own. */
+    dnnl_primitive_attr_t attr = NULL;
+    int ok = ensure_engine() == 0 && dnnl_primitive_attr_create(&attr) == dnnl_success &&
+             dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&src, 2, src_dims, dnnl_bf16, dnnl_ab) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&wei, 2, wei_dims, dnnl_bf16, dnnl_ba) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&bia, 2, bia_dims, dnnl_f32, dnnl_ab) == dnnl_success &&
              dnnl_memory_desc_init_by_tag(&dst, 2, dst_dims, dnnl_f32, dnnl_ab) == dnnl_success &&
              dnnl_matmul_desc_init(&desc, &src, &wei, with_bias ? &bia : NULL, &dst) == dnnl_success &&
-             dnnl_primitive_desc_create(&pd, &desc, NULL, cpu_engine, NULL) == dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &desc, attr, cpu_engine, NULL) == dnnl_success &&
              dnnl_primitive_create(&mm->prim, pd) == dnnl_success;
+    if (ok) mm->pad_bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
     if (pd) dnnl_primitive_desc_destroy(pd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
     if (!ok) {
         snprintf(err, errlen, "oneDNN cannot build a bf16 matmul of [*, %d] x [%d, %d]", IN, IN, OUT);
         pmt_bf16_matmul_free(mm);
@@ -138,22 +158,29 @@ static dnnl_memory_t wrap(const void *ptr, int64_t rows, int64_t cols, dnnl_data
     return mem;
 }
 
+size_t pmt_bf16_matmul_scratchpad_bytes(const pmt_bf16_matmul *mm) { return mm->pad_bytes; }
+
 void linear_forward_bf16(float *out, const float *in, const pmt_bf16_matmul *mm, const float *b, int N,
-                         uint16_t *xs) {
+                         uint16_t *xs, void *pad) {
     if (N <= 0) return;
     assert(!b == !mm->with_bias);
     const size_t n_in = (size_t)N * mm->IN;
 #pragma omp parallel for schedule(static) if (n_in > 32768)
     for (size_t i = 0; i < n_in; i++) xs[i] = pmt_bf16_from_float(in[i]);
     dnnl_memory_t src = wrap(xs, N, mm->IN, dnnl_bf16, dnnl_ab), wei = wrap(mm->w, mm->IN, mm->OUT, dnnl_bf16, dnnl_ba),
-                  dst = wrap(out, N, mm->OUT, dnnl_f32, dnnl_ab), bia = b ? wrap(b, 1, mm->OUT, dnnl_f32, dnnl_ab) : NULL;
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}, {DNNL_ARG_BIAS, bia}};
+                  dst = wrap(out, N, mm->OUT, dnnl_f32, dnnl_ab), bia = b ? wrap(b, 1, mm->OUT, dnnl_f32, dnnl_ab) : NULL,
+                  spad = mm->pad_bytes ? wrap(pad, 1, (int64_t)mm->pad_bytes, dnnl_u8, dnnl_ab) : NULL;
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+    int n_args = 3;
+    if (b) args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bia};
+    if (spad) args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, spad};
+    dnnl_stream_t stream = this_thread_stream();
     /* A failure here (oneDNN out of memory for a handle) is not recoverable mid-step. */
-    int ok = src && wei && dst && (!b || bia) &&
-             dnnl_primitive_execute(mm->prim, cpu_stream, b ? 4 : 3, args) == dnnl_success &&
-             dnnl_stream_wait(cpu_stream) == dnnl_success;
-    dnnl_memory_t mems[4] = {src, wei, dst, bia};
-    for (int i = 0; i < 4; i++)
+    int ok = src && wei && dst && (!b || bia) && (!mm->pad_bytes || (pad && spad)) && stream &&
+             dnnl_primitive_execute(mm->prim, stream, n_args, args) == dnnl_success &&
+             dnnl_stream_wait(stream) == dnnl_success;
+    dnnl_memory_t mems[5] = {src, wei, dst, bia, spad};
+    for (int i = 0; i < 5; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
     if (!ok) {
         fprintf(stderr, "projmt: oneDNN bf16 matmul failed\n");

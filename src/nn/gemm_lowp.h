@@ -55,10 +55,15 @@ typedef struct pmt_bf16_matmul pmt_bf16_matmul;
 pmt_bf16_matmul *pmt_bf16_matmul_init(const float *w, int IN, int OUT, int with_bias, char *err, size_t errlen);
 void pmt_bf16_matmul_free(pmt_bf16_matmul *mm);
 
+/* Bytes of scratchpad linear_forward_bf16 needs for mm (may be 0). */
+size_t pmt_bf16_matmul_scratchpad_bytes(const pmt_bf16_matmul *mm);
+
 /* out [N, OUT] = bf16(in [N, IN]) · W_bf16ᵀ + b (b given iff with_bias);
- * xs is caller scratch of N*IN bf16 values. */
+ * xs is caller scratch of N*IN bf16 values, pad of
+ * pmt_bf16_matmul_scratchpad_bytes(mm) bytes (64-byte aligned). Matmuls
+ * may run concurrently on different threads with different xs and pad. */
 void linear_forward_bf16(float *out, const float *in, const pmt_bf16_matmul *mm, const float *b, int N,
-                         uint16_t *xs);
+                         uint16_t *xs, void *pad);
 
 /* 1 when oneDNN reports native bf16 dot products (avx512_bf16 or AMX). */
 int pmt_cpu_has_bf16(void);

@@ -30,6 +30,7 @@
 #include "nn/ops.h"
 #include "nn/ops_internal.h"
 
+#include <assert.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -82,9 +83,20 @@ static void scratch_check(int T, int S, int HS) {
     abort();
 }
 
-/* This thread's slice of the scratch buffer. */
+/* This thread's slice of the scratch buffer, by its number in the one
+ * active parallel region: a kernel called inside an outer region (the
+ * decoder's lanes, beam_search.c) runs in an inner team of one thread, whose
+ * number is 0 on every lane, so the number is taken at the innermost level
+ * whose team has several threads. */
 static inline float *scratch_slice(void) {
-    return scratch_buf + (size_t)omp_get_thread_num() * scratch_per_thread;
+    assert(omp_get_active_level() <= 1);
+    int thread = 0;
+    for (int level = omp_get_level(); level > 0; level--)
+        if (omp_get_team_size(level) > 1) {
+            thread = omp_get_ancestor_thread_num(level);
+            break;
+        }
+    return scratch_buf + (size_t)thread * scratch_per_thread;
 }
 
 /* In place over row [S]: softmax of the logits row[0..nvis-1] with the max

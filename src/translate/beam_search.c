@@ -25,13 +25,30 @@
  * the batch). Sentences are sorted by length (longest first) and cut into
  * sub-batches that fit the model's encoder arena; results are written by
  * input index, so the output order is the input order.
+ *
+ * Lanes: a sub-batch is dealt round-robin (in length order, so every lane
+ * gets the same mix of lengths) to lanes_for(n) lanes, each with its own
+ * decoder and row state, run in one OpenMP region, one lane per thread at a
+ * time, every kernel of a lane (its encoder pass included, in the lane's
+ * own arena: pmt_model_init_view) on that lane's thread alone.
+ * Why: an encoder pass or a step is ~20-60 products and kernels; run with
+ * all threads each, every one of them ends in a barrier, and on a machine shared with other
+ * processes a barrier waits for a thread that is not running (measured on
+ * the 2-core reference machine under load: 2 threads decoded 4-10x slower
+ * than 1). A lane runs a whole sub-batch without synchronising. The number
+ * of lanes and who goes where depend on n only, never on the thread count,
+ * so results are the same bits for any --threads.
  */
 #include "translate/beam_search.h"
 
+#include <assert.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "nn/ops.h"
 
 /* A candidate continuation: row extended by token with cumulative score. */
 typedef struct candidate {
@@ -40,21 +57,28 @@ typedef struct candidate {
     int32_t token;
 } candidate;
 
-/* Search state and result pool; every array sized at pmt_search_init. */
-typedef struct search_pool {
-    /* results, by input sentence index */
-    int32_t *fin_ids;           /* [max_batch * max_beam * max_len] */
-    pmt_hypothesis *fin;        /* [max_batch * max_beam], sorted best first */
-    int *n_fin;                 /* [max_batch] */
+/* Sentences per lane at most (sub-batches of more are split over more
+ * lanes); and a sub-batch of two or more sentences has at least two lanes so
+ * that two cores share it. */
+enum { LANE_SENTENCES = 32, MIN_LANES = 2 };
 
-    /* sub-batch */
-    int *order;                 /* [max_batch] input indices, longest source first */
-    int32_t *src_pad;           /* [max_batch * max_len] padded sources with EOS */
-    int32_t *src_len;           /* [max_batch] incl. EOS */
-    int *sent_id;               /* [max_batch] active sentence -> input index */
-    int *max_out;               /* [max_batch] output limit L per active sentence */
-    int *live;                  /* [max_batch] live rows per active sentence */
-    int32_t *keep;              /* [max_batch] kept active sentences after a step */
+static int lanes_for(int n) {
+    const int by_size = (n + LANE_SENTENCES - 1) / LANE_SENTENCES;
+    return n <= 1 ? 1 : (by_size > MIN_LANES ? by_size : MIN_LANES);
+}
+
+/* One lane: a decoder and the row state of the sentences it decodes (its
+ * "active sentences" j, in decoder order); every array sized at init for
+ * max_sent = lane_max sentences. */
+typedef struct search_lane {
+    pmt_decoder dec;
+    pmt_model view;             /* the lane's encoder arena over the model's weights (dec.encoder) */
+    int32_t *src_pad;           /* [max_sent * max_len] its padded sources with EOS */
+    int32_t *src_len;           /* [max_sent] their lengths incl. EOS */
+    int *sent_id;               /* [max_sent] active sentence -> input index */
+    int *max_out;               /* [max_sent] output limit L per active sentence */
+    int *live;                  /* [max_sent] live rows per active sentence */
+    int32_t *keep;              /* [max_sent] kept active sentences after a step */
 
     /* rows (double buffered: read the old, write the new, swap) */
     int32_t *hist, *hist2;      /* [max_rows * max_len] output tokens so far */
@@ -62,12 +86,26 @@ typedef struct search_pool {
     int32_t *tokens;            /* [max_rows] token each row feeds next */
     int32_t *parent;            /* [max_rows] old row each new row continues */
 
-    /* Candidates are found for all active sentences in parallel (the scans
-     * over V dominate the search's own work), then the bookkeeping runs in
-     * sentence order: each sentence and each row has its own slots. */
-    candidate *cand;            /* [max_batch * max_beam] sentence j's candidates at j*max_beam */
-    int *n_cand;                /* [max_batch] */
+    /* Candidates: each sentence and each row has its own slots. */
+    candidate *cand;            /* [max_sent * max_beam] sentence j's candidates at j*max_beam */
+    int *n_cand;                /* [max_sent] */
     candidate *row_top;         /* [max_rows * max_beam] top tokens of row r at r*max_beam */
+
+    pmt_search_stats stats;     /* of the last run */
+    char err[256];              /* a failed start's message */
+} search_lane;
+
+/* Search state and result pool; every array sized at pmt_search_init. */
+typedef struct search_pool {
+    /* results, by input sentence index (lanes write disjoint sentences) */
+    int32_t *fin_ids;           /* [max_batch * max_beam * max_len] */
+    pmt_hypothesis *fin;        /* [max_batch * max_beam], sorted best first */
+    int *n_fin;                 /* [max_batch] */
+
+    int *order;                 /* [max_batch] input indices, longest source first */
+
+    int n_lanes, lane_max;      /* lanes allocated, sentences each */
+    search_lane *lanes;         /* [n_lanes] */
 } search_pool;
 
 void pmt_decode_options_from_config(pmt_decode_options *o, const pmt_config *cfg) {
@@ -84,9 +122,56 @@ int pmt_search_max_output(const pmt_model *m, const pmt_decode_options *opt, int
     return L;
 }
 
+static void lane_free(search_lane *ln) {
+    if (ln->dec.m) pmt_decoder_free(&ln->dec);
+    if (ln->view.act) pmt_model_free(&ln->view);
+    free(ln->src_pad); free(ln->src_len); free(ln->sent_id); free(ln->max_out); free(ln->live); free(ln->keep);
+    free(ln->hist); free(ln->hist2); free(ln->cum); free(ln->cum2); free(ln->tokens); free(ln->parent);
+    free(ln->cand); free(ln->n_cand); free(ln->row_top);
+    memset(ln, 0, sizeof *ln);
+}
+
+static int lane_init(search_lane *ln, pmt_model *m, int max_sent, int max_beam, char *err, size_t errlen) {
+    memset(ln, 0, sizeof *ln);
+    if (pmt_decoder_init(&ln->dec, m, max_sent, max_beam, err, errlen) != 0) return -1;
+    if (pmt_model_init_view(&ln->view, m, err, errlen) != 0) {
+        lane_free(ln);
+        return -1;
+    }
+    ln->dec.encoder = &ln->view;
+    const size_t ns = (size_t)max_sent, rows = ns * max_beam, L = (size_t)m->max_len;
+    ln->src_pad = calloc(ns * L, sizeof *ln->src_pad);
+    ln->src_len = calloc(ns, sizeof *ln->src_len);
+    ln->sent_id = calloc(ns, sizeof *ln->sent_id);
+    ln->max_out = calloc(ns, sizeof *ln->max_out);
+    ln->live = calloc(ns, sizeof *ln->live);
+    ln->keep = calloc(ns, sizeof *ln->keep);
+    ln->hist = malloc(rows * L * sizeof *ln->hist);
+    ln->hist2 = malloc(rows * L * sizeof *ln->hist2);
+    ln->cum = calloc(rows, sizeof *ln->cum);
+    ln->cum2 = calloc(rows, sizeof *ln->cum2);
+    ln->tokens = calloc(rows, sizeof *ln->tokens);
+    ln->parent = calloc(rows, sizeof *ln->parent);
+    ln->cand = calloc(rows, sizeof *ln->cand);
+    ln->n_cand = calloc(ns, sizeof *ln->n_cand);
+    ln->row_top = calloc(rows * max_beam, sizeof *ln->row_top);
+    if (!ln->src_pad || !ln->src_len || !ln->sent_id || !ln->max_out || !ln->live || !ln->keep || !ln->hist ||
+        !ln->hist2 || !ln->cum || !ln->cum2 || !ln->tokens || !ln->parent || !ln->cand || !ln->n_cand ||
+        !ln->row_top) {
+        snprintf(err, errlen, "search: out of memory (%d sentences x beam %d)", max_sent, max_beam);
+        lane_free(ln);
+        return -1;
+    }
+    return 0;
+}
+
 int pmt_search_init(pmt_search *s, pmt_model *m, int max_batch, int max_beam, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
-    if (pmt_decoder_init(&s->dec, m, max_batch, max_beam, err, errlen) != 0) return -1;
+    if (max_batch < 1 || max_beam < 1) {
+        snprintf(err, errlen, "search: bad sizes (sentences %d, beam %d)", max_batch, max_beam);
+        return -1;
+    }
+    s->m = m;
     s->max_batch = max_batch;
     s->max_beam = max_beam;
     search_pool *p = calloc(1, sizeof *p);
@@ -97,28 +182,20 @@ int pmt_search_init(pmt_search *s, pmt_model *m, int max_batch, int max_beam, ch
         p->fin = calloc(rows, sizeof *p->fin);
         p->n_fin = calloc(nb, sizeof *p->n_fin);
         p->order = calloc(nb, sizeof *p->order);
-        p->src_pad = calloc(nb * L, sizeof *p->src_pad);
-        p->src_len = calloc(nb, sizeof *p->src_len);
-        p->sent_id = calloc(nb, sizeof *p->sent_id);
-        p->max_out = calloc(nb, sizeof *p->max_out);
-        p->live = calloc(nb, sizeof *p->live);
-        p->keep = calloc(nb, sizeof *p->keep);
-        p->hist = malloc(rows * L * sizeof *p->hist);
-        p->hist2 = malloc(rows * L * sizeof *p->hist2);
-        p->cum = calloc(rows, sizeof *p->cum);
-        p->cum2 = calloc(rows, sizeof *p->cum2);
-        p->tokens = calloc(rows, sizeof *p->tokens);
-        p->parent = calloc(rows, sizeof *p->parent);
-        p->cand = calloc(rows, sizeof *p->cand);
-        p->n_cand = calloc(nb, sizeof *p->n_cand);
-        p->row_top = calloc(rows * max_beam, sizeof *p->row_top);
+        p->lanes = calloc((size_t)lanes_for(max_batch), sizeof *p->lanes);
     }
-    if (!p || !p->fin_ids || !p->fin || !p->n_fin || !p->order || !p->src_pad || !p->src_len || !p->sent_id ||
-        !p->max_out || !p->live || !p->keep || !p->hist || !p->hist2 || !p->cum || !p->cum2 || !p->tokens ||
-        !p->parent || !p->cand || !p->n_cand || !p->row_top) {
+    if (!p || !p->fin_ids || !p->fin || !p->n_fin || !p->order || !p->lanes) {
         snprintf(err, errlen, "search: out of memory (%d sentences x beam %d)", max_batch, max_beam);
         pmt_search_free(s);
         return -1;
+    }
+    p->lane_max = max_batch < LANE_SENTENCES ? max_batch : LANE_SENTENCES;
+    for (int k = 0; k < lanes_for(max_batch); k++) {
+        if (lane_init(&p->lanes[k], m, p->lane_max, max_beam, err, errlen) != 0) {
+            pmt_search_free(s);
+            return -1;
+        }
+        p->n_lanes = k + 1;
     }
     return 0;
 }
@@ -126,12 +203,11 @@ int pmt_search_init(pmt_search *s, pmt_model *m, int max_batch, int max_beam, ch
 void pmt_search_free(pmt_search *s) {
     search_pool *p = s->pool;
     if (p) {
-        free(p->fin_ids); free(p->fin); free(p->n_fin); free(p->order); free(p->src_pad); free(p->src_len);
-        free(p->sent_id); free(p->max_out); free(p->live); free(p->keep); free(p->hist); free(p->hist2);
-        free(p->cum); free(p->cum2); free(p->tokens); free(p->parent); free(p->cand); free(p->n_cand); free(p->row_top);
+        for (int k = 0; k < p->n_lanes; k++) lane_free(&p->lanes[k]);
+        free(p->lanes);
+        free(p->fin_ids); free(p->fin); free(p->n_fin); free(p->order);
         free(p);
     }
-    if (s->dec.m) pmt_decoder_free(&s->dec);
     memset(s, 0, sizeof *s);
 }
 
@@ -158,7 +234,7 @@ static void top_insert(candidate *top, int *n, int k, candidate c) {
  * PAD and BOS are never outputs (training never targets them): they are
  * not proposed. */
 static int row_top_tokens(const pmt_decoder *d, int r, int k, candidate *top) {
-    const float *lg = d->logits + (size_t)r * d->m->V;
+    const float *lg = pmt_decoder_logits_row(d, r);
     int n = 0;
     float worst = -INFINITY;    /* logit of top[k-1] once the list is full */
     for (int v = 0; v < d->m->V; v++) {
@@ -195,7 +271,8 @@ static void finish(search_pool *p, int max_beam, int max_len, int sid, const int
 /* What one sub-batch's steps share. */
 typedef struct run_ctx {
     pmt_decoder *d;
-    search_pool *p;
+    search_pool *p;             /* finished hypotheses */
+    search_lane *ln;            /* row state */
     const pmt_decode_options *opt;
     int max_beam, max_len, beam, cap;
 } run_ctx;
@@ -218,11 +295,10 @@ static int sentence_done(const run_ctx *x, int sid, const double *cum, int live,
 
 /* The candidates of active sentence j at step t (t tokens generated so far):
  * the top k tokens of each live row, or only EOS once the limit is reached,
- * into cand[j*max_beam ..], best first (at most k); sets n_cand[j]. Touches
- * only sentence j's slots, so sentences run in parallel. */
+ * into cand[j*max_beam ..], best first (at most k); sets n_cand[j]. */
 static void sentence_candidates(const run_ctx *x, int j, int t, int k) {
     const pmt_decoder *d = x->d;
-    search_pool *p = x->p;
+    search_lane *p = x->ln;
     const int first = j * x->beam, forced = t >= p->max_out[j];
     candidate *cand = p->cand + (size_t)j * x->max_beam;
     int n = 0;
@@ -240,14 +316,14 @@ static void sentence_candidates(const run_ctx *x, int j, int t, int k) {
 
 /* Beam width left for active sentence j: beam minus its finished hypotheses. */
 static int sentence_width(const run_ctx *x, int j) {
-    return x->beam - x->p->n_fin[x->p->sent_id[j]];
+    return x->beam - x->p->n_fin[x->ln->sent_id[j]];
 }
 
 /* One search step for active sentence j: takes its candidates, finishes
  * EOS ones, and writes its continuing rows as new rows from new_first on
  * (hist2/cum2/parent/tokens). Returns 1 if the sentence is done. */
 static int sentence_step(run_ctx *x, int j, int t, int new_first) {
-    search_pool *p = x->p;
+    search_lane *p = x->ln;
     const int sid = p->sent_id[j], first = j * x->beam;
     const int n = p->n_cand[j];
     int live = 0;
@@ -255,7 +331,7 @@ static int sentence_step(run_ctx *x, int j, int t, int new_first) {
         const candidate *c = &p->cand[(size_t)j * x->max_beam + i];
         const int32_t *ids = p->hist + (size_t)c->row * x->cap;
         if (c->token == PMT_EOS_ID) {
-            finish(p, x->max_beam, x->max_len, sid, ids, t, c->score, x->opt->normalize);
+            finish(x->p, x->max_beam, x->max_len, sid, ids, t, c->score, x->opt->normalize);
             continue;
         }
         const int nr = new_first + live++;
@@ -276,13 +352,12 @@ static int sentence_step(run_ctx *x, int j, int t, int new_first) {
     return sentence_done(x, sid, p->cum2 + new_first, live, p->max_out[j]);
 }
 
-/* Runs one search step over all active sentences; returns how many remain. */
+/* Runs one search step over the lane's active sentences; returns how many remain. */
 static int batch_step(run_ctx *x, int t) {
-    search_pool *p = x->p;
+    search_lane *p = x->ln;
     pmt_decoder *d = x->d;
     int n_keep = 0;
     const int n_sent = d->n_sent;
-#pragma omp parallel for schedule(dynamic) if ((long)d->rows * d->m->V > 65536)
     for (int j = 0; j < n_sent; j++) sentence_candidates(x, j, t, sentence_width(x, j));
     for (int j = 0; j < n_sent; j++) {
         int done = sentence_step(x, j, t, n_keep * x->beam);
@@ -300,37 +375,78 @@ static int batch_step(run_ctx *x, int t) {
     return n_keep;
 }
 
-/* Decodes the sentences order[0..n) (all with source length <= S - 1). */
-static int decode_sub_batch(pmt_search *s, const pmt_decode_options *opt, const int32_t *const *src,
-                            const int *src_len, const int *order, int n, int S, char *err, size_t errlen) {
+/* Decodes lane k of n_lanes of the sub-batch order[0..n): its sentences
+ * are order[k], order[k + n_lanes], ... (longest first). Runs on the calling
+ * thread only. 0, or -1 with the message in ln->err. */
+static int decode_lane(pmt_search *s, search_lane *ln, const pmt_decode_options *opt, const int32_t *const *src,
+                       const int *src_len, const int *order, int k, int n_lanes, int n) {
     search_pool *p = s->pool;
-    pmt_decoder *d = &s->dec;
-    int cap = 1;
-    memset(p->src_pad, 0, (size_t)n * S * sizeof *p->src_pad);
-    for (int j = 0; j < n; j++) {
+    pmt_decoder *d = &ln->dec;
+    memset(&ln->stats, 0, sizeof ln->stats);
+    if (k >= n) return 0;
+    const int S = src_len[order[k]] + 1;   /* its first sentence is its longest */
+    int count = 0, cap = 1;
+    for (int j = k; j < n; j += n_lanes) {
         const int i = order[j], len = src_len[i];
-        memcpy(p->src_pad + (size_t)j * S, src[i], (size_t)len * sizeof *src[i]);
-        p->src_pad[(size_t)j * S + len] = PMT_EOS_ID;
-        p->src_len[j] = len + 1;
-        p->sent_id[j] = i;
-        p->max_out[j] = pmt_search_max_output(d->m, opt, len);
-        p->live[j] = 1;
+        int32_t *row = ln->src_pad + (size_t)count * S;
+        memcpy(row, src[i], (size_t)len * sizeof *src[i]);
+        row[len] = PMT_EOS_ID;
+        memset(row + len + 1, 0, (size_t)(S - len - 1) * sizeof *row);
+        ln->src_len[count] = len + 1;
+        ln->sent_id[count] = i;
+        ln->max_out[count] = pmt_search_max_output(s->m, opt, len);
+        ln->live[count] = 1;
         p->n_fin[i] = 0;
-        if (p->max_out[j] + 1 > cap) cap = p->max_out[j] + 1;
+        if (ln->max_out[count] + 1 > cap) cap = ln->max_out[count] + 1;
+        count++;
     }
-    if (pmt_decoder_start(d, p->src_pad, p->src_len, n, S, opt->beam_size, cap, err, errlen) != 0) return -1;
-    run_ctx x = {d, p, opt, s->max_beam, d->m->max_len, opt->beam_size, cap};
+    if (pmt_decoder_start(d, ln->src_pad, ln->src_len, count, S, opt->beam_size, cap, ln->err, sizeof ln->err) != 0)
+        return -1;
+    run_ctx x = {d, p, ln, opt, s->max_beam, s->m->max_len, opt->beam_size, cap};
     for (int r = 0; r < d->rows; r++) {
-        p->tokens[r] = PMT_BOS_ID;
-        p->cum[r] = 0.0;
+        ln->tokens[r] = PMT_BOS_ID;
+        ln->cum[r] = 0.0;
     }
     for (int t = 0; d->n_sent > 0; t++) {
-        pmt_decoder_step(d, p->tokens);
-        s->stats.steps++;
-        s->stats.row_steps += d->rows;
+        pmt_decoder_step_live(d, ln->tokens, ln->live);
+        ln->stats.steps++;
+        ln->stats.row_steps += d->rows;
         if (batch_step(&x, t) == 0) break;
     }
     return 0;
+}
+
+/* Decodes the sentences order[0..n) (a sub-batch that fits the encoder
+ * arena), their lanes in parallel. */
+static int decode_sub_batch(pmt_search *s, const pmt_decode_options *opt, const int32_t *const *src,
+                            const int *src_len, const int *order, int n, char *err, size_t errlen) {
+    search_pool *p = s->pool;
+    const int n_lanes = lanes_for(n);
+    assert(n_lanes <= p->n_lanes && (n + n_lanes - 1) / n_lanes <= p->lane_max);
+    const int threads = omp_get_max_threads() < n_lanes ? omp_get_max_threads() : n_lanes;
+    /* The attention kernels' per-thread scratch must cover this many threads
+     * before the region (one compare when the model reserved it already). */
+    if (attention_scratch_reserve(s->m->max_len, s->m->max_len, s->m->HS) != 0) {
+        snprintf(err, errlen, "search: out of memory for the attention scratch");
+        return -1;
+    }
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : failed)
+    for (int k = 0; k < n_lanes; k++) {
+        /* Every kernel of the lane on this thread only, also when the region
+         * has one thread (this ICV is the lane task's own). */
+        omp_set_num_threads(1);
+        failed |= decode_lane(s, &p->lanes[k], opt, src, src_len, order, k, n_lanes, n) != 0;
+    }
+    for (int k = 0; k < n_lanes; k++) {
+        s->stats.steps += p->lanes[k].stats.steps;
+        s->stats.row_steps += p->lanes[k].stats.row_steps;
+        if (failed && p->lanes[k].err[0]) {
+            snprintf(err, errlen, "%s", p->lanes[k].err);
+            return -1;
+        }
+    }
+    return failed ? -1 : 0;
 }
 
 /* order[0..n) = 0..n-1 sorted by source length, longest first, ties in input
@@ -348,7 +464,7 @@ static void sort_by_length(int *order, const int *src_len, int n) {
 
 static int check_options(const pmt_search *s, const pmt_decode_options *opt, const int *src_len, int n,
                          char *err, size_t errlen) {
-    const int max_src = s->dec.m->max_len - 1;
+    const int max_src = s->m->max_len - 1;
     if (opt->beam_size < 1 || opt->beam_size > s->max_beam) {
         snprintf(err, errlen, "search: beam size %d out of range [1, %d]", opt->beam_size, s->max_beam);
         return -1;
@@ -370,9 +486,9 @@ static int check_options(const pmt_search *s, const pmt_decode_options *opt, con
             snprintf(err, errlen, "search: sentence %d has %d source tokens (limit %d)", i, src_len[i], max_src);
             return -1;
         }
-        if (src_len[i] + 1 > s->dec.m->max_rows) {
+        if (src_len[i] + 1 > s->m->max_rows) {
             snprintf(err, errlen, "search: sentence %d (%d tokens + EOS) exceeds the model's encoder arena (%d rows)",
-                     i, src_len[i], s->dec.m->max_rows);
+                     i, src_len[i], s->m->max_rows);
             return -1;
         }
     }
@@ -383,13 +499,14 @@ int pmt_search_run(pmt_search *s, const pmt_decode_options *opt, const int32_t *
                    const int *src_len, int n, pmt_nbest *out, char *err, size_t errlen) {
     if (check_options(s, opt, src_len, n, err, errlen) != 0) return -1;
     search_pool *p = s->pool;
+    for (int k = 0; k < p->n_lanes; k++) p->lanes[k].err[0] = '\0';
     sort_by_length(p->order, src_len, n);
-    const int max_rows = s->dec.m->max_rows;
+    const int max_rows = s->m->max_rows;
     for (int pos = 0; pos < n;) {
         const int S = src_len[p->order[pos]] + 1;   /* longest first: the sub-batch's padded length */
         int count = n - pos;
         if (count * S > max_rows) count = max_rows / S;
-        if (decode_sub_batch(s, opt, src, src_len, p->order + pos, count, S, err, errlen) != 0) return -1;
+        if (decode_sub_batch(s, opt, src, src_len, p->order + pos, count, err, errlen) != 0) return -1;
         pos += count;
     }
     for (int i = 0; i < n; i++) {

@@ -6,7 +6,8 @@
  * Token conventions (data/vocab.h): source ids are given WITHOUT the trailing
  * EOS (the search appends it); hypotheses are returned without BOS/EOS.
  *
- * Ownership: a pmt_search owns its decoder and its result pool; the
+ * Ownership: a pmt_search borrows its model and owns its decoders (one per
+ * lane, see beam_search.c) and its result pool; the
  * pmt_nbest lists it fills point into that pool and stay valid until the next
  * pmt_search_run or pmt_search_free. Nothing allocates after init.
  */
@@ -49,7 +50,7 @@ typedef struct pmt_search_stats {
 } pmt_search_stats;
 
 typedef struct pmt_search {
-    pmt_decoder dec;
+    pmt_model *m;                /* borrowed */
     int max_batch, max_beam;
     void *pool;                  /* search state and result storage (beam_search.c) */
     pmt_search_stats stats;      /* accumulated over runs */

@@ -100,6 +100,14 @@ static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
         for (size_t k = 0; rc == 0 && k < sizeof mats / sizeof *mats; k++)
             if (mats[k].w) rc = lower_matrix(d, mats[k].w, mats[k].rows, 1, err, errlen);
     }
+    /* One scratchpad for the bf16 matmuls (they run one at a time). */
+    size_t pad = 0;
+    for (int i = 0; rc == 0 && !int8 && i < m->n_tensors; i++)
+        if (d->bf16[i] && pmt_bf16_matmul_scratchpad_bytes(d->bf16[i]) > pad) pad = pmt_bf16_matmul_scratchpad_bytes(d->bf16[i]);
+    if (rc == 0 && pad > 0 && !(d->bf16_pad = aligned_alloc(64, (pad + 63) & ~(size_t)63))) {
+        snprintf(err, errlen, "decoder: out of memory for the bf16 scratchpad");
+        rc = -1;
+    }
     return rc;
 }
 
@@ -116,16 +124,39 @@ static void free_lowp(pmt_decoder *d) {
     free(d->q8_scratch.x_scale);
     free(d->q8_scratch.acc);
     free(d->bf16_scratch);
+    free(d->bf16_pad);
 }
 
-/* out [N, OUT] = in [N, IN] · wᵀ + b for one step: with the int8 copy or
- * bf16 matmul of w when the decoder has one, else in fp32. */
-static void step_linear(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
+/* out [N, OUT] = in [N, IN] · wᵀ + b: with the int8 copy or bf16 matmul of
+ * w when the decoder has one, else in fp32. */
+static void linear_rows(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
                         int IN, int OUT) {
     const int i = d->q8 ? tensor_at(d->m, w) : -1;
     if (i >= 0 && d->q8[i]) linear_forward_int8(out, in, d->q8[i], d->q8_scale[i], b, N, IN, OUT, &d->q8_scratch);
-    else if (i >= 0 && d->bf16[i]) linear_forward_bf16(out, in, d->bf16[i], b, N, d->bf16_scratch);
+    else if (i >= 0 && d->bf16[i]) linear_forward_bf16(out, in, d->bf16[i], b, N, d->bf16_scratch, d->bf16_pad);
     else linear_forward(out, in, w, b, N, IN, OUT);
+}
+
+/* Gathers the live rows of in [rows, W] into d->gather_in [n_live, W]. */
+static const float *gather_live(const pmt_decoder *d, const float *in, int W) {
+    for (int c = 0; c < d->n_live; c++)
+        memcpy(d->gather_in + (size_t)c * W, in + (size_t)d->live_rows[c] * W, (size_t)W * sizeof(float));
+    return d->gather_in;
+}
+
+/* The linear layer of a step over all rows [rows, IN] -> [rows, OUT], or,
+ * when some rows are not live, over the live ones only (gathered, then
+ * scattered back; the other rows of out keep what they held). */
+static void step_linear(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
+                        int IN, int OUT) {
+    if (d->n_live == N) {
+        linear_rows(d, out, in, w, b, N, IN, OUT);
+        return;
+    }
+    assert(N == d->rows && d->n_live < N);
+    linear_rows(d, d->gather_out, gather_live(d, in, IN), w, b, d->n_live, IN, OUT);
+    for (int c = 0; c < d->n_live; c++)
+        memcpy(out + (size_t)d->live_rows[c] * OUT, d->gather_out + (size_t)c * OUT, (size_t)OUT * sizeof(float));
 }
 
 static int is_standard(const pmt_decoder *d, int site) {
@@ -188,7 +219,14 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
         d->h = alloc_floats(R * (size_t)m->F);
         d->attn_probs = alloc_floats(R * (size_t)m->NH * L);
         d->logits = alloc_floats(R * (size_t)m->V);
-        ok = d->qkv && d->mean && d->rstd && d->lse && d->h && d->attn_probs && d->logits;
+        /* the widest step product: the FFN's F or the fused Q/K/V's 3C */
+        const size_t wide = (size_t)(m->F > 3 * m->C ? m->F : 3 * m->C);
+        d->gather_in = alloc_floats(R * wide);
+        d->gather_out = alloc_floats(R * wide);
+        d->live_rows = calloc(R, sizeof *d->live_rows);
+        d->logit_slot = calloc(R, sizeof *d->logit_slot);
+        ok = d->qkv && d->mean && d->rstd && d->lse && d->h && d->attn_probs && d->logits && d->gather_in &&
+             d->gather_out && d->live_rows && d->logit_slot;
     }
     if (ok && m->decode_weights != PMT_WEIGHTS_FP32 && init_lowp(d, err, errlen) != 0) {
         pmt_decoder_free(d);
@@ -218,18 +256,20 @@ void pmt_decoder_free(pmt_decoder *d) {
     free(d->log_sigma_fixed); free(d->enc_out); free(d->pool_scratch);
     free(d->x); free(d->ln); free(d->qkv); free(d->att); free(d->sub);
     free(d->mean); free(d->rstd); free(d->lse); free(d->h); free(d->attn_probs); free(d->logits);
+    free(d->gather_in); free(d->gather_out); free(d->live_rows); free(d->logit_slot);
     memset(d, 0, sizeof *d);
 }
 
-int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len, int n_sent, int S,
-                      int beam, int cap, char *err, size_t errlen) {
-    pmt_model *m = d->m;
+/* The batch fields of a start; -1 with err when the sizes do not fit. */
+static int start_batch(pmt_decoder *d, const int32_t *src_len, int n_sent, int S, int beam, int cap, char *err,
+                       size_t errlen) {
+    const pmt_model *m = d->m;
     if (n_sent < 1 || n_sent > d->max_sent || beam < 1 || beam > d->max_beam || S < 1 || S > m->max_len ||
-        cap < 1 || cap > m->max_len || (long)n_sent * S > m->max_rows) {
+        cap < 1 || cap > m->max_len) {
         snprintf(err, errlen,
                  "decoder: batch of %d sentences x %d source tokens, beam %d, %d positions does not fit "
-                 "(max %d sentences, beam %d, max_len %d, encoder rows %d)",
-                 n_sent, S, beam, cap, d->max_sent, d->max_beam, m->max_len, m->max_rows);
+                 "(max %d sentences, beam %d, max_len %d)",
+                 n_sent, S, beam, cap, d->max_sent, d->max_beam, m->max_len);
         return -1;
     }
     d->n_sent = n_sent;
@@ -239,14 +279,39 @@ int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len
     d->cap = cap;
     d->t = 0;
     memcpy(d->src_len, src_len, (size_t)n_sent * sizeof *src_len);
-    pmt_model_encode(m, src, src_len, n_sent, S, d->enc_out);
+    return 0;
+}
+
+/* Cross-attention keys/values of d->enc_out, once per batch. */
+static void cross_keys_values(pmt_decoder *d) {
+    const pmt_model *m = d->m;
     for (int l = 0; l < m->cfg.dec_layers; l++) {
         const pmt_attn_params *p = &m->dec[l].cross;
         pmt_decoder_layer *c = &d->layers[l];
         if (!c->cross_kv) continue;
-        linear_forward(c->cross_kv, d->enc_out, p->wqkv + (size_t)m->C * m->C, p->bqkv + m->C, n_sent * S, m->C,
-                       2 * m->C);
+        linear_forward(c->cross_kv, d->enc_out, p->wqkv + (size_t)m->C * m->C, p->bqkv + m->C, d->n_sent * d->S,
+                       m->C, 2 * m->C);
     }
+}
+
+int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len, int n_sent, int S,
+                      int beam, int cap, char *err, size_t errlen) {
+    pmt_model *m = d->m;
+    if ((long)n_sent * S > m->max_rows) {
+        snprintf(err, errlen, "decoder: batch of %d sentences x %d source tokens exceeds the encoder rows %d", n_sent,
+                 S, m->max_rows);
+        return -1;
+    }
+    if (start_batch(d, src_len, n_sent, S, beam, cap, err, errlen) != 0) return -1;
+    if (d->encoder) {
+        pmt_model_encode(d->encoder, src, src_len, n_sent, S, d->enc_out);
+    } else {
+        /* The model's arena serves one encoder pass at a time: decoders of
+         * one model started concurrently without views encode in turn. */
+#pragma omp critical(pmt_decoder_encode)
+        pmt_model_encode(m, src, src_len, n_sent, S, d->enc_out);
+    }
+    cross_keys_values(d);
     return 0;
 }
 
@@ -338,9 +403,16 @@ static void ffn_block(pmt_decoder *d, const pmt_ffn_params *p) {
     residual_forward(d->x, d->x, d->sub, (size_t)R * m->C);
 }
 
-const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens) {
+const float *pmt_decoder_step_live(pmt_decoder *d, const int32_t *tokens, const int32_t *live) {
     pmt_model *m = d->m;
     const int R = d->rows, C = m->C;
+    d->n_live = 0;
+    for (int j = 0; j < d->n_sent; j++) {
+        const int n = live ? live[j] : d->beam;
+        assert(n >= 0 && n <= d->beam);
+        for (int i = 0; i < d->beam; i++) d->logit_slot[j * d->beam + i] = i < n ? d->n_live + i : -1;
+        for (int i = 0; i < n; i++) d->live_rows[d->n_live++] = j * d->beam + i;
+    }
     embedding_forward(d->x, tokens, m->wte, m->pos + (size_t)d->t * C, R, 1, C, (float)sqrt((double)C));
     for (int r = 0; r < R; r++) d->row_map[(size_t)d->t * d->max_rows + r] = r;
     for (int l = 0; l < m->cfg.dec_layers; l++) {
@@ -357,14 +429,26 @@ const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens) {
         ffn_block(d, &lp->ffn);
     }
     layernorm_forward(d->ln, d->mean, d->rstd, d->x, m->dec_ln_w, m->dec_ln_b, R, C);
-    step_linear(d, d->logits, d->ln, m->wte, NULL, R, C, m->V);
-    logsumexp_rows(d->lse, d->logits, R, m->V);
+    /* Logits (the widest product of a step) of the live rows only, in
+     * live-row order: row r's are at logit_slot[r]. */
+    const float *rows = d->n_live == R ? d->ln : gather_live(d, d->ln, C);
+    linear_rows(d, d->logits, rows, m->wte, NULL, d->n_live, C, m->V);
+    logsumexp_rows(d->lse, d->logits, d->n_live, m->V);
     d->t++;
     return d->logits;
 }
 
+const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens) {
+    return pmt_decoder_step_live(d, tokens, NULL);
+}
+
+const float *pmt_decoder_logits_row(const pmt_decoder *d, int r) {
+    assert(r >= 0 && r < d->rows && d->logit_slot[r] >= 0);
+    return d->logits + (size_t)d->logit_slot[r] * d->m->V;
+}
+
 double pmt_decoder_logprob(const pmt_decoder *d, int r, int id) {
-    return (double)d->logits[(size_t)r * d->m->V + id] - (double)d->lse[r];
+    return (double)pmt_decoder_logits_row(d, r)[id] - (double)d->lse[d->logit_slot[r]];
 }
 
 /* Moves sentence rows of a [n_sent, S, C] buffer down to their kept slots

@@ -46,6 +46,10 @@ typedef struct pmt_decoder_layer {
 
 typedef struct pmt_decoder {
     pmt_model *m;                /* borrowed */
+    /* Optional, caller-owned (NULL by default): a view of m
+     * (pmt_model_init_view) whose arena runs this decoder's encoder passes,
+     * so that decoders of one model encode concurrently. */
+    pmt_model *encoder;
     int max_sent, max_beam;      /* bounds fixed at init */
     int max_rows;                /* max_sent * max_beam */
 
@@ -75,8 +79,14 @@ typedef struct pmt_decoder {
     float *x, *ln, *mean, *rstd, *att, *sub, *h;
     float *qkv;                  /* [max_rows, 3C]: self-attention q | k | v; cross-attention q [rows, C] */
     float *attn_probs;           /* [max_rows, NH, max_len] */
-    float *logits;               /* [max_rows, V] output logits of the last step */
+    float *logits;               /* [max_rows, V] output logits of the last step's live rows */
     float *lse;                  /* [max_rows] their log-normaliser: log p = logit − lse */
+    /* The last step's live rows (pmt_decoder_step_live): their list, the
+     * slot of each row's logits (-1: not live), and the gather/scatter
+     * buffers of the products run on them only, [max_rows, max(F, 3C)]. */
+    int32_t *live_rows, *logit_slot;
+    int n_live;
+    float *gather_in, *gather_out;
 
     /* Optional, caller-owned (NULL by default): when set, every step copies
      * the last decoder layer's cross-attention weights into it, shaped
@@ -92,6 +102,7 @@ typedef struct pmt_decoder {
     pmt_int8_scratch q8_scratch;
     pmt_bf16_matmul **bf16;      /* [n_tensors] */
     uint16_t *bf16_scratch;      /* [max_rows, max(C, F)] */
+    void *bf16_pad;              /* the bf16 matmuls' scratchpad (the largest of theirs; NULL if none) */
 } pmt_decoder;
 
 /* Allocates for up to max_sent sentences × max_beam rows with sources and
@@ -102,16 +113,33 @@ void pmt_decoder_free(pmt_decoder *d);
 /* Starts a batch: encodes src [n_sent*S] (padded, EOS included, lengths
  * src_len), precomputes the cross-attention keys/values, and prepares
  * n_sent*beam rows with caches of cap positions (cap <= m->max_len).
- * Requires n_sent*S <= m->max_rows (the encoder's arena). 0 or -1 with err. */
+ * Requires n_sent*S <= m->max_rows (the encoder's arena). Decoders of one
+ * model may start and step concurrently: each encodes in its own view
+ * (d->encoder) when set, else the model's arena takes one encoder pass at a
+ * time. 0 or -1 with err. */
 int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len, int n_sent, int S,
                       int beam, int cap, char *err, size_t errlen);
 
 /* Feeds one token per row at position d->t (BOS first) and returns the
- * next-token logits [rows, V] (d->logits; d->lse their log-normalisers).
+ * next-token logits [rows, V] (d->logits; d->lse their log-normalisers;
+ * all rows are live).
  * Caller guarantees d->t < d->cap. */
 const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens);
 
-/* Log-probability of token `id` in row r of the last step. */
+/* As pmt_decoder_step, computing only the rows that matter: live[j] (NULL:
+ * beam) is how many of sentence j's rows are live, its first ones. The
+ * other rows (a beam's slots left empty by finished hypotheses) skip the
+ * step's products and get no logits; their cache entries of this position
+ * must never be read (a row that is not live is never a parent). Live rows
+ * get what pmt_decoder_step would give them, up to the rounding of products
+ * over fewer rows. Returns the logits of the live rows in row order,
+ * [n_live, V]; pmt_decoder_logits_row finds a row's. */
+const float *pmt_decoder_step_live(pmt_decoder *d, const int32_t *tokens, const int32_t *live);
+
+/* The logits [V] of live row r of the last step. */
+const float *pmt_decoder_logits_row(const pmt_decoder *d, int r);
+
+/* Log-probability of token `id` in (live) row r of the last step. */
 double pmt_decoder_logprob(const pmt_decoder *d, int r, int id);
 
 /* Rearranges the batch after a search step: the kept sentences keep[0..n_keep)
