@@ -75,5 +75,14 @@ check "the empty --out is named" grep -q -- "--out" "$TMP/empty.txt"
 "$PROJMT" export --model "$TMP/m.ckpt" --out " $TMP/x" > /dev/null 2>&1
 check "export --out with a leading space exits 2" test $? -eq 2
 
+# bench --decode --json names the model as a JSON string, whatever its path
+# (it printed the path raw, so a '"' broke the line).
+mkdir -p "$TMP/data"
+head -n 2 "$TMP/in.txt" > "$TMP/data/test.en"
+cp "$TMP/m.int8" "$TMP/q\"uote.pmt"
+"$PROJMT" bench --decode --model "$TMP/q\"uote.pmt" --data-dir "$TMP/data" --sentences 2 --json 2> /dev/null |
+    tail -n 1 > "$TMP/decode.json"
+check "bench --decode --json escapes the model path" /usr/bin/python3 -c \
+    'import json, sys; assert json.load(open(sys.argv[1]))["decode"] == sys.argv[2]' "$TMP/decode.json" "$TMP/q\"uote.pmt"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

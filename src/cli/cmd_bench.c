@@ -15,6 +15,7 @@
 #include "model/checkpoint.h"
 #include "cli/commands.h"
 #include "core/config.h"
+#include "core/json.h"
 #include "data/corpus.h"
 #include "core/threads.h"
 #include "data/spm.h"
@@ -163,7 +164,9 @@ static int decode_one(pmt_model *m, const pmt_spm *spm, const char *text, int n,
     }
     pmt_bench_decode_print(stdout, title, &rep);
     if (json) {
-        printf("{\"decode\":\"%s\",\"sentences\":%d,\"batch\":%d,\"runs\":[", title, rep.sentences, rep.batch);
+        printf("{\"decode\":");
+        pmt_json_string(stdout, title);
+        printf(",\"sentences\":%d,\"batch\":%d,\"runs\":[", rep.sentences, rep.batch);
         for (int i = 0; i < PMT_BENCH_DECODE_RUNS; i++)
             printf("%s{\"run\":\"%s\",\"sentences_per_s\":%.1f,\"src_words_per_s\":%.1f,\"tokens_per_s\":%.1f}",
                    i ? "," : "", rep.run[i].label, rep.run[i].sentences_per_s, rep.run[i].src_words_per_s,
