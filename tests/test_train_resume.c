@@ -238,6 +238,21 @@ static void test_resume(void) {
     fixture_corpus_free(&d.valid);
 }
 
+/* Trains dir a for N_STEPS in one go and dir b for 10 then on to N_STEPS,
+ * and expects the same run; 0, or -1 when a run failed. */
+static int run_and_resume(const run_data *d, const char *a, const char *b, trace *ta, trace *tb, const char *what) {
+    pmt_train_result res;
+    char err[512];
+    int rc = run(d, a, N_STEPS, 0, ta, &res, err, sizeof err);
+    CHECK_MSG(rc == 0 && res.steps == N_STEPS, "%s: %s", what, err);
+    if (rc == 0) rc = run(d, b, 10, 0, tb, &res, err, sizeof err);
+    CHECK_MSG(rc == 0 && res.steps == 10, "%s: %s", what, err);
+    if (rc == 0) rc = run(d, b, N_STEPS, 0, tb, &res, err, sizeof err);
+    CHECK_MSG(rc == 0 && res.steps == N_STEPS, "%s: %s", what, err);
+    if (rc == 0) expect_same_run(what, ta, tb, 1, a, b);
+    return rc;
+}
+
 /* The step-<N>.ckpt files of dir are exactly 16 and 24. */
 static void expect_kept_steps(const char *dir) {
     int64_t *steps;
@@ -258,13 +273,7 @@ static void test_resume_ema(void) {
     pmt_train_result res;
     run_ema = 0.99;
     run_keep_last = 2;
-    int rc = run(&d, a, N_STEPS, 0, &ta, &res, err, sizeof err);
-    CHECK_MSG(rc == 0 && res.steps == N_STEPS, "%s", err);
-    rc = run(&d, b, 10, 0, &tb, &res, err, sizeof err);
-    CHECK_MSG(rc == 0 && res.steps == 10, "%s", err);
-    rc = run(&d, b, N_STEPS, 0, &tb, &res, err, sizeof err);
-    CHECK_MSG(rc == 0 && res.steps == N_STEPS, "%s", err);
-    expect_same_run("resume with --ema", &ta, &tb, 1, a, b);
+    int rc = run_and_resume(&d, a, b, &ta, &tb, "resume with --ema");
     pmt_checkpoint x, y;
     if (load_state(a, &x) == 0) {
         if (load_state(b, &y) == 0) {
@@ -319,13 +328,7 @@ static void test_resume_bf16(void) {
     static trace ta, tb, tc;
     pmt_train_result res;
     run_precision = PMT_PRECISION_BF16;
-    int rc = run(&d, a, N_STEPS, 0, &ta, &res, err, sizeof err);
-    CHECK_MSG(rc == 0 && res.steps == N_STEPS, "%s", err);
-    rc = run(&d, b, 10, 0, &tb, &res, err, sizeof err);
-    CHECK_MSG(rc == 0 && res.steps == 10, "%s", err);
-    rc = run(&d, b, N_STEPS, 0, &tb, &res, err, sizeof err);
-    CHECK_MSG(rc == 0 && res.steps == N_STEPS, "%s", err);
-    expect_same_run("bf16 resume", &ta, &tb, 1, a, b);
+    int rc = run_and_resume(&d, a, b, &ta, &tb, "bf16 resume");
     CHECK_MSG(ta.loss[1] != plain_trace.loss[1] && ta.loss[N_STEPS] != plain_trace.loss[N_STEPS],
               "bf16 losses equal fp32's: the bf16 products did not run");
     CHECK_MSG(fabs(ta.loss[N_STEPS] - plain_trace.loss[N_STEPS]) < 0.05 * plain_trace.loss[N_STEPS],
