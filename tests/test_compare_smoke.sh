@@ -12,6 +12,7 @@
 # SKIPPED when /usr/bin/python3 has no matplotlib.
 # Usage: bash test_compare_smoke.sh <build-dir>
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 build=$(cd "${1:?usage: test_compare_smoke.sh <build-dir>}" && pwd)
 projmt="$build/projmt"
@@ -24,10 +25,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/study_fixture.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-compare-XXXXXX")
 trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
-failures=0 passed=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
 
 make_tiny_data "$projmt" "$tmp" || { echo "FAIL: prepare"; exit 1; }
 modes=(standard projection wide boxcar constant epanechnikov cosine)
@@ -183,5 +180,4 @@ bash "$here/../scripts/compare.sh" --name bad --root "$tmp/runs" --build "$build
 check "unknown mode fails" [ $? -ne 0 ]
 check "...naming it" grep -q "unknown mode 'nonsense'" "$tmp/bad.log"
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

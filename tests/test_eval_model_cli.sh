@@ -7,6 +7,7 @@
 # self-attention; missing model, bad split and conflicting options fail clearly.
 # Usage: bash test_eval_model_cli.sh <build-dir>
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 build=$(cd "${1:?usage: test_eval_model_cli.sh <build-dir>}" && pwd)
 projmt="$build/projmt"
@@ -14,13 +15,8 @@ projmt="$build/projmt"
 source "$(dirname "$0")/study_fixture.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-eval-model-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-failures=0 passed=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
 # Value of a numeric or string field of a one-line JSON object.
 field() { grep -o "\"$1\": *\"\{0,1\}[^,\"}]*" <<< "$2" | sed -n 1p | sed 's/^"[^"]*": *"\{0,1\}//'; }
-finish() { echo "$passed passed, $failures failed"; [ "$failures" -eq 0 ]; exit $?; }
 
 make_tiny_data "$projmt" "$tmp" || { echo "FAIL: prepare"; exit 1; }
 "$projmt" train --config "$tmp/tiny.ini" --data-dir "$tmp/data" --save-dir "$tmp/run" --max-steps 6 --epochs 0 \

@@ -7,17 +7,13 @@
 # average of one checkpoint with itself translates as the checkpoint;
 # --last N --dir takes the newest step-<N>.ckpt files.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 BUILD=${1:?usage: test_export_cli.sh BUILD_DIR}
 PROJMT=$BUILD/projmt
 MAKER=$BUILD/test_translator
 [ -x "$PROJMT" ] && [ -x "$MAKER" ] || { echo "SKIPPED: $PROJMT or $MAKER not built"; exit 77; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/projmt-export-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-passed=0 failed=0
-check() {   # check "description" command...
-    local what=$1; shift
-    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
-}
 
 "$MAKER" --make-checkpoint "$TMP/m.ckpt" > "$TMP/make.log" 2>&1 || { cat "$TMP/make.log"; echo "FAIL: making the checkpoint"; exit 1; }
 printf 'the cat sleeps\nshe reads a book\nI like green tea\n' > "$TMP/in.txt"
@@ -84,5 +80,4 @@ cp "$TMP/m.int8" "$TMP/q\"uote.pmt"
     tail -n 1 > "$TMP/decode.json"
 check "bench --decode --json escapes the model path" /usr/bin/python3 -c \
     'import json, sys; assert json.load(open(sys.argv[1]))["decode"] == sys.argv[2]' "$TMP/decode.json" "$TMP/q\"uote.pmt"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -9,11 +9,10 @@
 # SKIPPED when the source is not a git checkout or git is missing.
 # Usage: bash test_models_gitignore.sh <build-dir>   (the build is not used)
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 cd "${PROJMT_SOURCE_DIR:-$(dirname "$0")/..}" || exit 1
 command -v git > /dev/null || { echo "SKIPPED: git is not installed"; exit 77; }
 git rev-parse --is-inside-work-tree > /dev/null 2>&1 || { echo "SKIPPED: $(pwd) is not a git checkout"; exit 77; }
-failures=0 passed=0
-check() { local what=$1; shift; if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi; }
 ignored() { git check-ignore -q --no-index "$1"; }
 not_ignored() { ! git check-ignore -q --no-index "$1"; }
 
@@ -35,5 +34,4 @@ check "no checkpoint is tracked (${tracked_ckpt//$'\n'/ })" [ -z "$tracked_ckpt"
 check "train_release.sh writes models/NAME.WEIGHTS.pmt with NAME en-es, WEIGHTS int8" \
   grep -q '^run=models/release-run out_dir=models name=en-es weights=int8 ' scripts/train_release.sh
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

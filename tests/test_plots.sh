@@ -6,6 +6,7 @@
 # SKIPPED when /usr/bin/python3 has no matplotlib.
 # Usage: bash test_plots.sh <build-dir>   (the build is not used)
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 python=/usr/bin/python3
 if ! "$python" -c "import matplotlib, numpy" 2>/dev/null; then
@@ -15,10 +16,6 @@ fi
 scripts=$(cd "$(dirname "$0")/../scripts" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-plots-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-failures=0 passed=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
 
 header=$'kind\tstep\tepoch\tloss\taccuracy\tperplexity\tlr\tgrad_norm\ttokens_per_s\telapsed_s\tbleu\tchrf'
 {
@@ -85,5 +82,4 @@ echo '{"broken": ' > "$tmp/broken.json"
 "$python" "$scripts/plot_attention.py" --out "$tmp/att" x="$tmp/broken.json" > "$tmp/log" 2>&1
 check "broken dump fails naming the file" grep -q "$tmp/broken.json" "$tmp/log"
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -10,15 +10,12 @@
 #     logs its precision, `translate` loads its checkpoint, and `bench --precisions fp32,bf16` runs each mode in both
 #     and prints the tokens/s ratio.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 build=${1:?usage: test_precision_cli.sh <build-dir>}
 projmt="$build/projmt"
 [ -x "$projmt" ] || { echo "FAIL: $projmt not built"; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-precision-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-failures=0 passed=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
 
 awk -f tests/fixtures/made_up_pairs.awk > "$tmp/pairs.tsv"
 "$projmt" prepare --config configs/tiny.ini --corpus "$tmp/pairs.tsv" --data-dir "$tmp/data" \
@@ -69,5 +66,4 @@ else
   echo "note: this CPU has no avx512_bf16; bf16 training itself was not run"
 fi
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -10,6 +10,7 @@
 # memory safety on real text, not speed.
 # Usage: bash test_prepare_real.sh <build-dir>
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 build=${1:?usage: test_prepare_real.sh <build-dir>}
 src=${PROJMT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -20,9 +21,6 @@ if [ -z "$corpus" ] || [ ! -f "$corpus" ]; then
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-prepare-real-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-failures=0 passed=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
 check() { if eval "$1"; then ok; else fail "$1 ($2)"; fi; }
 
 vocab=8000
@@ -60,5 +58,4 @@ for f in spm.model spm.vocab train.tok valid.tok test.tok valid.en valid.es test
   check '[ -s "$tmp/data/$f" ]' "$f missing"
 done
 echo "prepare took ${seconds}s"
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -11,6 +11,7 @@
 # served, concurrent requests batched together with answers equal to
 # `translate`, and SIGTERM answering the request in flight before exiting.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 BUILD=${1:?usage: test_serve_cli.sh BUILD_DIR}
 PROJMT=$BUILD/projmt
 [ -x "$PROJMT" ] && [ -x "$BUILD/test_translator" ] || { echo "SKIPPED: $PROJMT or test_translator not built"; exit 77; }
@@ -20,11 +21,6 @@ source "$(dirname "$0")/serve_fixture.sh"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/projmt-serve-XXXXXX")
 SERVE_PID=""
 trap '[ -n "$SERVE_PID" ] && kill -TERM "$SERVE_PID" 2> /dev/null; rm -rf "$TMP"' EXIT
-passed=0 failed=0
-check() {   # check "description" command...
-    local what=$1; shift
-    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
-}
 # expect_error STATUS "message part" METHOD PATH curl-args...
 expect_error() {
     local status=$1 part=$2; shift 2
@@ -256,5 +252,4 @@ check "default beam above --max-beam is refused" test $? -eq 1
 "$PROJMT" serve --model "$MODEL" --port 0 --card "$TMP/no-card.md" 2> "$TMP/e3.txt"
 check "missing --card fails naming it" grep -q "no-card.md" "$TMP/e3.txt"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

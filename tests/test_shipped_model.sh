@@ -9,6 +9,7 @@
 # SKIPPED while no model is shipped (before the release run is committed).
 # Usage: bash test_shipped_model.sh <build-dir>
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 build=$(cd "${1:?usage: test_shipped_model.sh <build-dir>}" && pwd)
 projmt=$build/projmt
 cd "${PROJMT_SOURCE_DIR:-$(dirname "$0")/..}" || exit 1
@@ -20,8 +21,6 @@ fi
 [ -x "$projmt" ] || { echo "FAIL: $projmt not built"; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-shipped-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-failures=0 passed=0
-check() { local what=$1; shift; if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi; }
 
 check "$results is committed with the model" [ -s "$results" ]
 facts=$(/usr/bin/python3 - "$model" "$results" <<'PY'
@@ -65,5 +64,4 @@ check "model_card.py renders $results" [ $status -eq 0 ]
 check "$card is the card generated from $results (regenerate: python3 scripts/model_card.py $results --out $card)" \
   cmp -s "$tmp/card.md" "$card"
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -7,6 +7,7 @@
 # missing data and a damaged checkpoint fail with messages naming the file.
 # Usage: bash test_train_cli.sh <build-dir>
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 build=${1:?usage: test_train_cli.sh <build-dir>}
 projmt="$build/projmt"
@@ -14,11 +15,6 @@ projmt="$build/projmt"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-train-cli-XXXXXX")
 bg=""
 trap '[ -n "$bg" ] && kill "$bg" 2>/dev/null; rm -rf "$tmp"' EXIT
-failures=0 passed=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
 
 "$projmt" train --help > "$tmp/help" 2>&1
 check "--help exits 0" [ $? -eq 0 ]
@@ -33,9 +29,9 @@ check "--dump-config shows sites" grep -q "^decoder_cross = projection$" "$tmp/d
 check "unknown flag exits 2" [ $? -eq 2 ]
 
 if ! "$projmt" prepare --help > /dev/null 2>&1; then
-  echo "$passed passed, $failures failed"
+  echo "$passed passed, $failed failed"
   echo "SKIPPED: projmt prepare is not built yet, so no data for a training run"
-  [ "$failures" -eq 0 ] && exit 77 || exit 1
+  [ "$failed" -eq 0 ] && exit 77 || exit 1
 fi
 
 awk -f tests/fixtures/made_up_pairs.awk > "$tmp/pairs.tsv"
@@ -88,5 +84,4 @@ status=$?
 check "damaged checkpoint exits 1 (got $status)" [ $status -eq 1 ]
 check "damaged checkpoint is named" grep -q "$tmp/run/last.ckpt' is truncated or corrupted" "$tmp/damaged.log"
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -12,16 +12,13 @@
 #      and the reason, no temporary file is left, and the previous
 #      last.ckpt still loads and resumes at its step.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 build=${1:?usage: test_train_faults.sh <build-dir>}
 projmt="$build/projmt"
 [ -x "$projmt" ] || { echo "FAIL: $projmt not built"; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-faults-XXXXXX")
 bg="" mounted=""
 trap '[ -n "$bg" ] && kill -KILL "$bg" 2>/dev/null; [ -n "$mounted" ] && umount "$mounted"; rm -rf "$tmp"' EXIT
-failures=0 passed=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
 
 awk -f tests/fixtures/made_up_pairs.awk > "$tmp/pairs.tsv"
 "$projmt" prepare --config configs/tiny.ini --corpus "$tmp/pairs.tsv" --data-dir "$tmp/data" \
@@ -112,5 +109,4 @@ else
   echo "note: cannot mount a tmpfs as $(id -un) here; the full-disk case ran through RLIMIT_FSIZE only"
 fi
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -6,6 +6,7 @@
 # folder first (about 10 s); SKIPs when neither is present.
 # Usage: bash test_train_real.sh <build-dir>
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 build=${1:?usage: test_train_real.sh <build-dir>}
 projmt="$build/projmt"
@@ -23,10 +24,6 @@ if [ ! -f "$data/train.tok" ] || [ ! -f "$data/valid.tok" ] || [ ! -f "$data/spm
   "$projmt" prepare --corpus "$corpus" --data-dir "$data" > "$tmp/prepare.log" 2>&1 ||
     { echo "FAIL: prepare of $corpus: $(tail -2 "$tmp/prepare.log" | tr '\n' ' ')"; exit 1; }
 fi
-failures=0 passed=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
 
 "$projmt" train --config configs/small.ini --data-dir "$data" --save-dir "$tmp/run" --batch-tokens 1024 \
   --max-steps 30 --log-every 5 --valid-every 0 --warmup 10 --threads 1 > "$tmp/log" 2>&1
@@ -41,5 +38,4 @@ check "loss starts near ln(8000) = 9.0 (got $first)" awk -v a="$first" 'BEGIN { 
 check "loss falls (got $first -> $last)" awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }'
 check "one final validation row" [ "$(grep -c $'^valid\t30\t' "$tmp/run/train.tsv")" -eq 1 ]
 echo "loss $first -> $last over 30 steps, $speed tokens/s"
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

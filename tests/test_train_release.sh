@@ -13,6 +13,7 @@
 # FLORES is found through $PROJMT_FLORES (a made-up pair of files here).
 # Usage: bash test_train_release.sh <build-dir>
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 build=$(cd "${1:?usage: test_train_release.sh <build-dir>}" && pwd)
 projmt="$build/projmt"
@@ -23,10 +24,6 @@ release=$here/../scripts/train_release.sh
 source "$here/study_fixture.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-release-XXXXXX")
 trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
-failures=0 passed=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
 last_lines() { tail -n 3 "$1" | tr '\n' ' '; }
 
 make_tiny_data "$projmt" "$tmp" || { echo "FAIL: prepare"; exit 1; }
@@ -226,5 +223,4 @@ check "unknown option exits 2 (got $status)" [ $status -eq 2 ]
 bash "$release" --help > "$tmp/help.log" 2>&1
 check "--help describes --session-minutes" grep -q -- "--session-minutes M" "$tmp/help.log"
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

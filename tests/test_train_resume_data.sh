@@ -6,13 +6,12 @@
 # both pair counts and what to do; the original data resumes; --fresh starts
 # over on the new data.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 build=${1:?usage: test_train_resume_data.sh <build-dir>}
 projmt="$build/projmt"
 [ -x "$projmt" ] || { echo "FAIL: $projmt not built"; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-resume-data-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-failures=0 passed=0
-check() { local what=$1; shift; if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi; }
 
 awk -f tests/fixtures/made_up_pairs.awk > "$tmp/pairs.tsv"
 prepare() {   # prepare DIR SEED
@@ -39,5 +38,4 @@ check "--fresh on other data: exit 0" [ $? -eq 0 ]
 "$projmt" train "${common[@]}" --data-dir "$tmp/b" --max-steps 3 > "$tmp/again.log" 2>&1
 check "then resumes on that data" grep -q "resuming from .* at step 2 " "$tmp/again.log"
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

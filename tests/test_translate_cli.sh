@@ -6,17 +6,13 @@
 # coprocess; --batch / -i / -o give the same translations; --n-best and
 # --scores formats; missing, garbage and truncated model files fail cleanly.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 BUILD=${1:?usage: test_translate_cli.sh BUILD_DIR}
 PROJMT=$BUILD/projmt
 MAKER=$BUILD/test_translator
 [ -x "$PROJMT" ] && [ -x "$MAKER" ] || { echo "SKIPPED: $PROJMT or $MAKER not built"; exit 77; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/projmt-cli-XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-passed=0 failed=0
-check() {   # check "description" command...
-    local what=$1; shift
-    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
-}
 
 "$MAKER" --make-checkpoint "$TMP/m.ckpt" > "$TMP/make.log" 2>&1 || { cat "$TMP/make.log"; echo "FAIL: making the checkpoint"; exit 1; }
 MODEL=(--model "$TMP/m.ckpt")
@@ -77,5 +73,4 @@ check "truncated model fails" test $? -ne 0
 "$PROJMT" translate < /dev/null > /dev/null 2> "$TMP/e4.txt"
 check "no --model is a usage error" test $? -eq 2
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -10,6 +10,7 @@
 # progress line of -i appears on a terminal (under script(1)) and never when
 # stderr is a file.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 BUILD=${1:?usage: test_translate_pipe.sh BUILD_DIR}
 PROJMT=$BUILD/projmt
 MAKER=$BUILD/test_translator
@@ -17,11 +18,6 @@ MAKER=$BUILD/test_translator
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/projmt-pipe-XXXXXX")
 bg=""
 trap '[ -n "$bg" ] && kill -KILL "$bg" 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$TMP"' EXIT
-passed=0 failed=0
-check() {   # check "description" command...
-    local what=$1; shift
-    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
-}
 
 "$MAKER" --make-checkpoint "$TMP/m.ckpt" > "$TMP/make.log" 2>&1 || { cat "$TMP/make.log"; echo "FAIL: making the checkpoint"; exit 1; }
 MODEL=(--model "$TMP/m.ckpt")
@@ -131,5 +127,4 @@ else
     echo "note: script(1) not installed; the terminal half of the progress check is skipped"
 fi
 
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+finish

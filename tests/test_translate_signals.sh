@@ -9,6 +9,7 @@
 #   - -i/-o batched mode: signals at 12 random moments (seeded delays) while
 #     it works through 4000 lines.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 BUILD=${1:?usage: test_translate_signals.sh BUILD_DIR}
 PROJMT=$BUILD/projmt
 MAKER=$BUILD/test_translator
@@ -16,11 +17,6 @@ MAKER=$BUILD/test_translator
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/projmt-sig-XXXXXX")
 bg=""
 trap '[ -n "$bg" ] && kill -KILL "$bg" 2>/dev/null; rm -rf "$TMP"' EXIT
-passed=0 failed=0
-check() {   # check "description" command...
-    local what=$1; shift
-    if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what" >&2; fi
-}
 signum() { case $1 in INT) echo 2 ;; TERM) echo 15 ;; esac; }
 
 "$MAKER" --make-checkpoint "$TMP/m.ckpt" > "$TMP/make.log" 2>&1 || { cat "$TMP/make.log"; echo "FAIL: making the checkpoint"; exit 1; }
@@ -89,5 +85,4 @@ for trial in $(seq 12); do
     check "trial $trial SIG$sig: output is a whole prefix ($(wc -l < "$out") lines; $(grep stopped "$err"))" whole_prefix "$TMP/ref16.txt" "$out" "$err"
 done
 
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+finish

@@ -15,17 +15,13 @@
 #     early_stopping_metric = chrf is refused with a message naming the key.
 # Usage: bash test_valid_bleu_cli.sh <build-dir>
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 build=${1:?usage: test_valid_bleu_cli.sh <build-dir>}
 projmt="$build/projmt"
 [ -x "$projmt" ] || { echo "FAIL: $projmt not built"; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-valid-bleu-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-failures=0 passed=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
 
 awk -f tests/fixtures/made_up_pairs.awk > "$tmp/pairs.tsv"
 "$projmt" prepare --config configs/tiny.ini --corpus "$tmp/pairs.tsv" --data-dir "$tmp/data" \
@@ -103,5 +99,4 @@ status=$?
 check "chrf without valid_bleu_sentences exits 1 (got $status)" [ $status -eq 1 ]
 check "and names the setting" grep -q "early_stopping_metric = chrf needs validation BLEU/chrF, but valid_bleu_sentences is 0" "$tmp/bad.log"
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish
