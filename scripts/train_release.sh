@@ -46,7 +46,7 @@
 #   --select-sentences N   validation sentences that choose the candidate (all)
 #   --beam-size N          beam of selection and scores (4)
 #   --bench-sentences N    test sentences timed by bench --decode (1000)
-#   --bench-threads N      threads of the decode-speed measurement (1)
+#   --bench-threads N      threads of the decode-speed measurement (all cores)
 #   --run DIR              training run and work files (models/release-run)
 #   --out-dir DIR          exported model, results JSON and card (models)
 #   --name NAME            file stem: NAME.int8.pmt, NAME.results.json (en-es)
@@ -74,7 +74,7 @@ done
 minutes=120 max_steps="" session_minutes="" fresh=0
 config=configs/base.ini attention=standard ema=0.999 keep_last=5 valid_every=500 valid_bleu_sentences=500
 precision=() threads=0
-data_dir=data/spa-eng flores=auto select_sentences=all beam_size=4 bench_sentences=1000 bench_threads=1
+data_dir=data/spa-eng flores=auto select_sentences=all beam_size=4 bench_sentences=1000 bench_threads=$(nproc)
 run=models/release-run out_dir=models name=en-es weights=int8 max_mb=20 build=build
 extra=()
 usage() { sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'; }

@@ -106,7 +106,7 @@ for w in ("fp32", "int8"):
     b = line(f"bench-{w}.json")
     runs = {x["run"]: x for x in b["runs"]}
     sp = r["speed"][w]
-    expect(sp["threads"] == 1 and sp["sentences"] == 12, f"speed scope {w}")
+    expect(sp["threads"] == len(os.sched_getaffinity(0)) and sp["sentences"] == 12, f"speed scope {w}")
     expect(sp["load_average_1min"] == float(open(os.path.join(work, f"bench-{w}.loadavg")).read()), f"load {w}")
     expect(sp["greedy"]["sentences_per_s"] == runs["greedy, limits"]["sentences_per_s"], f"greedy speed {w}")
     expect(sp["beam4"]["src_words_per_s"] == runs["beam 4, limits"]["src_words_per_s"], f"beam speed {w}")
