@@ -52,6 +52,7 @@ typedef struct trainer {
     double session_step_seconds;
     int64_t last_saved_step, last_valid_step;
     int patience_exhausted;
+    pmt_stop_signals signals;   /* handlers and masks to put back (handle_signals) */
     double last_loss, last_accuracy;        /* latest train row, for the live line */
     double valid_loss, valid_accuracy;
     char last_path[PMT_PATH_MAX + 16], best_path[PMT_PATH_MAX + 16], tsv_path[PMT_PATH_MAX + 16];
@@ -648,8 +649,13 @@ static void report_allreduce(trainer *t) {
 static int loop(trainer *t, pmt_train_result *res, char *err, size_t errlen) {
     const char *reason;
     int stop_signal;
-    while (!(reason = agreed_stop_reason(t, &stop_signal))) {
+    for (;;) {
+        /* Signals are let in only here, between steps (core/signals.h). */
+        if (t->opt->handle_signals) pmt_stop_signals_poll();
+        if ((reason = agreed_stop_reason(t, &stop_signal))) break;
         if (stop_signal) {
+            /* A second signal now kills at once; the checkpoint on disk stays whole. */
+            if (t->opt->handle_signals) pmt_stop_signals_unhold(&t->signals);
             res->stop = PMT_TRAIN_INTERRUPTED;
             res->signal = stop_signal > 0 ? stop_signal : 0;
             if (save_last(t, err, errlen) != 0) return -1;
@@ -762,13 +768,17 @@ int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_t
     /* Alone: every core. Several ranks on one machine share its cores. */
     pmt_set_threads(cfg->threads > 0 ? cfg->threads : pmt_dist_default_threads());
 
-    /* A second Ctrl-C kills at once; the checkpoint on disk stays whole. */
-    pmt_stop_signals saved;
     g_stop_signal = 0;
-    if (t->opt->handle_signals) pmt_stop_signals_catch(&saved, on_signal);
+    if (t->opt->handle_signals) {
+        pmt_stop_signals_catch(&t->signals, on_signal);
+        pmt_stop_signals_hold(&t->signals);
+    }
     int rc = setup(t, err, errlen);
     if (rc == 0) rc = loop(t, res, err, errlen);
-    if (t->opt->handle_signals) pmt_stop_signals_restore(&saved);
+    if (t->opt->handle_signals) {
+        pmt_stop_signals_unhold(&t->signals);
+        pmt_stop_signals_restore(&t->signals);
+    }
     res->steps = t->st.step;
     res->epochs = t->train_b.n_batches ? epochs_done(t) : 0;
     res->valid_loss = t->valid_loss;
