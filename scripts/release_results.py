@@ -33,10 +33,14 @@ def fail(msg):
 
 
 def shown_path(path):
-    """Relative to the repository when inside it, else absolute."""
+    """Relative to the repository when inside it or beside it (../shared, the
+    data convention); else the file name alone: a committed results file
+    carries no machine's absolute paths."""
     full = os.path.abspath(path)
     rel = os.path.relpath(full, REPO)
-    return full if rel.startswith("..") else rel
+    if rel.startswith(os.pardir + os.sep + os.pardir) or os.path.isabs(rel):
+        return os.path.basename(full)
+    return rel
 
 
 def read_json_line(path):
@@ -188,6 +192,9 @@ def main():
     work, w = a.work, a.weights
 
     config = effective_config(os.path.join(a.run, "logs", "config.ini"))
+    for section, key in (("data", "data_dir"), ("train", "save_dir")):
+        if config.get(section, {}).get(key):
+            config[section][key] = shown_path(config[section][key])
     train_cfg = config.get("train", {})
     with open(os.path.join(work, "chosen.txt"), encoding="utf-8") as f:
         chosen = f.read().strip()

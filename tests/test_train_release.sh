@@ -119,6 +119,14 @@ for w, path in (("int8", os.path.join(out, "en-es.int8.pmt")), ("fp32", os.path.
 expect(r["files"]["int8"]["bytes"] < r["files"]["fp32"]["bytes"], "int8 smaller than fp32")
 expect(r["data"]["pairs"] == {"train": 240, "valid": 20, "test": 20}, "data")
 expect("--max-steps 12" in r["command"] and "--session-minutes" not in r["command"], "command")
+# a committed results file names no machine's absolute path (FLORES here is in $TMPDIR)
+def strings(x):
+    if isinstance(x, dict): return [s for v in x.values() for s in strings(v)]
+    if isinstance(x, list): return [s for v in x for s in strings(v)]
+    return [x] if isinstance(x, str) else []
+absolute = [s for s in strings(r) if s.startswith("/")]
+expect(not absolute, f"absolute paths {absolute}")
+expect(r["flores"] == "flores200-dev", f"flores shown as {r['flores']}")
 print("ok" if not bad else "; ".join(bad))
 PY
 )
