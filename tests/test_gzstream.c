@@ -2,7 +2,9 @@
  * test_gzstream.c — the checksummed gzip stream shared by checkpoints and
  * token files (core/gzstream.h): a round trip reads back what was written
  * and matches the stored checksum; a changed payload fails the checksum;
- * bytes after the checksum and a cut-short file are reported.
+ * bytes after the checksum and a cut-short file are reported;
+ * pmt_gzstream_save writes a file the reader accepts, and when its body
+ * fails it reports the file and leaves the old one as it was.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,23 @@ static void write_file(const char *path, const char *extra) {
     CHECK(pmt_gzstream_close(&s) == 0);
     CHECK_MSG(pmt_atomic_commit(&af, err, sizeof err) == 0, "%s", err);
     free(v);
+}
+
+/* pmt_gzstream_save bodies: the N ints, or a failure after half of them. */
+static int body_ints(pmt_gzstream *s, void *user) {
+    (void)user;
+    int32_t *v = malloc(N * sizeof *v);
+    CHECK(v != NULL);
+    for (int i = 0; i < N; i++) v[i] = i * 7;
+    int rc = pmt_gzstream_write(s, v, N * sizeof *v);
+    free(v);
+    return rc;
+}
+static int body_fails(pmt_gzstream *s, void *user) {
+    (void)user;
+    static int32_t half[N / 2];
+    CHECK(pmt_gzstream_write(s, half, sizeof half) == 0);
+    return -1;   /* gives up halfway, as a writer whose field cannot be produced */
 }
 
 /* Reads the file back: 0 all good, else which check failed. */
@@ -85,6 +104,20 @@ int main(void) {
     CHECK(read_file(path, reason, sizeof reason) == 2);
     CHECK_MSG(strlen(reason) > 0, "no reason for a short read");
     printf("short read reason: %s\n", reason);
+
+    /* pmt_gzstream_save: the reader accepts what it writes (checksum
+     * appended, nothing after it); a failing body leaves the old file. */
+    char err[1024];
+    snprintf(path, sizeof path, "%s/saved.gz", dir);
+    CHECK_MSG(pmt_gzstream_save(path, 6, "test file", body_ints, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(read_file(path, reason, sizeof reason) == 0);
+    err[0] = '\0';
+    CHECK(pmt_gzstream_save(path, 6, "test file", body_fails, NULL, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "writing test file '") && strstr(err, "saved.gz.tmp"), "message: %s", err);
+    CHECK(read_file(path, reason, sizeof reason) == 0);
+    snprintf(path, sizeof path, "%s/no/such/dir/x.gz", dir);
+    CHECK(pmt_gzstream_save(path, 6, "test file", body_ints, NULL, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "test file: ") && strstr(err, "x.gz"), "message: %s", err);
     free(v);
     return test_finish();
 }

@@ -5,8 +5,11 @@
 #include "core/gzstream.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "core/fileio.h"
 
 #define IO_CHUNK ((size_t)1 << 28)
 #define BUFFER_BYTES (1u << 20)
@@ -101,4 +104,40 @@ int pmt_gzstream_close(pmt_gzstream *s) {
 uint64_t pmt_gzstream_inflate_bound(uint64_t file_size) {
     enum { DEFLATE_MAX_RATIO = 1100 };   /* 1032:1, rounded up */
     return (file_size + 1) * DEFLATE_MAX_RATIO;
+}
+
+int pmt_gzstream_save(const char *path, int level, const char *what, int (*body)(pmt_gzstream *s, void *user),
+                      void *user, char *err, size_t errlen) {
+    char inner[PMT_ATOMIC_PATH_MAX * 2 + 128];
+    pmt_atomic_file af;
+    if (pmt_atomic_open(&af, path, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "%s: %s (check that the directory exists and is writable)", what, inner);
+        return -1;
+    }
+    pmt_gzstream s;
+    errno = 0;
+    if (pmt_gzstream_open_write(&s, af.f, level) != 0) {
+        snprintf(err, errlen, "%s '%s': cannot start the gzip stream (%s)", what, path,
+                 errno ? strerror(errno) : "out of memory");
+        pmt_atomic_discard(&af);
+        return -1;
+    }
+    int failed = body(&s, user) != 0 || pmt_gzstream_write_crc(&s) != 0;
+    const char *reason = failed ? pmt_gzstream_reason(&s) : NULL;
+    char why[256] = "";
+    if (reason) snprintf(why, sizeof why, "%s", reason);
+    if (pmt_gzstream_close(&s) != 0 && !failed) {
+        failed = 1;
+        snprintf(why, sizeof why, "%s", strerror(errno));
+    }
+    if (failed) {
+        snprintf(err, errlen, "writing %s '%s' failed: %s (disk full?)", what, af.tmp, why);
+        pmt_atomic_discard(&af);
+        return -1;
+    }
+    if (pmt_atomic_commit(&af, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "%s: %s", what, inner);
+        return -1;
+    }
+    return 0;
 }

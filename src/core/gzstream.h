@@ -53,6 +53,16 @@ int pmt_gzstream_at_end(pmt_gzstream *s);
  * end of file (truncated?)" after a short read. */
 const char *pmt_gzstream_reason(pmt_gzstream *s);
 
+/* Writes a checksummed gzip file whole or not at all, the sequence every
+ * format of ours shares: body(stream, user) writes the payload into a
+ * stream (zlib level 1..9) over a temporary sibling of path
+ * (core/fileio.h), the checksum is appended, the stream closed and the file
+ * renamed over path. body returns 0, or -1 when a write failed. what names
+ * the file in messages ("checkpoint", "model file", "token file"). 0, or -1
+ * with err; on failure path is left as it was. */
+int pmt_gzstream_save(const char *path, int level, const char *what, int (*body)(pmt_gzstream *s, void *user),
+                      void *user, char *err, size_t errlen);
+
 /* The most bytes a gzip file of file_size bytes can inflate to (deflate
  * expands at most about 1032:1): a header count that needs more is a lie,
  * caught before anything is allocated for it. */

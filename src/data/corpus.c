@@ -19,7 +19,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/fileio.h"
 #include "core/gzstream.h"
 
 static const char corpus_magic[8] = {'P', 'M', 'T', 'T', 'O', 'K', '\0', '\1'};
@@ -33,16 +32,6 @@ typedef struct {
     size_t errlen;
 } tok_stream;
 
-static int write_failed(tok_stream *s) {
-    snprintf(s->err, s->errlen, "cannot write '%s': %s", s->path, pmt_gzstream_reason(&s->gz));
-    return -1;
-}
-
-/* Writes n bytes, folding them into the checksum; 0 or -1 with err. */
-static int stream_write(tok_stream *s, const void *data, size_t n) {
-    return pmt_gzstream_write(&s->gz, data, n) == 0 ? 0 : write_failed(s);
-}
-
 /* A read of `what` came up short: the file ends early or does not inflate. */
 static int read_failed(tok_stream *s, const char *what) {
     snprintf(s->err, s->errlen, "corrupt token file '%s': cannot read its %s: %s "
@@ -55,18 +44,21 @@ static int stream_read(tok_stream *s, void *data, size_t n, const char *what) {
     return pmt_gzstream_read(&s->gz, data, n) == 0 ? 0 : read_failed(s, what);
 }
 
-/* Writes the header, tables, ids and the crc32 of all of them. */
-static int write_body(tok_stream *s, const pmt_corpus *c) {
+/* Writes the header, tables and ids (pmt_gzstream_save appends their
+ * crc32); 0, or -1 when a write failed. */
+static int write_body(pmt_gzstream *gz, void *user) {
+    const pmt_corpus *c = user;
     uint32_t version = CORPUS_VERSION, n_pairs = (uint32_t)c->n_pairs;
     uint64_t n_src = c->src_off[c->n_pairs], n_tgt = c->tgt_off[c->n_pairs];
     size_t n_off = (size_t)c->n_pairs + 1;
-    if (stream_write(s, corpus_magic, sizeof corpus_magic) || stream_write(s, &version, sizeof version) ||
-        stream_write(s, &n_pairs, sizeof n_pairs) || stream_write(s, &n_src, sizeof n_src) ||
-        stream_write(s, &n_tgt, sizeof n_tgt) || stream_write(s, c->src_off, n_off * sizeof(uint64_t)) ||
-        stream_write(s, c->tgt_off, n_off * sizeof(uint64_t)) ||
-        stream_write(s, c->src_ids, n_src * sizeof(int32_t)) || stream_write(s, c->tgt_ids, n_tgt * sizeof(int32_t)))
-        return -1;
-    return pmt_gzstream_write_crc(&s->gz) == 0 ? 0 : write_failed(s);
+    const struct { const void *data; size_t n; } parts[] = {
+        {corpus_magic, sizeof corpus_magic}, {&version, sizeof version}, {&n_pairs, sizeof n_pairs},
+        {&n_src, sizeof n_src}, {&n_tgt, sizeof n_tgt}, {c->src_off, n_off * sizeof(uint64_t)},
+        {c->tgt_off, n_off * sizeof(uint64_t)}, {c->src_ids, n_src * sizeof(int32_t)},
+        {c->tgt_ids, n_tgt * sizeof(int32_t)}};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (pmt_gzstream_write(gz, parts[i].data, parts[i].n) != 0) return -1;
+    return 0;
 }
 
 int pmt_corpus_save(const pmt_corpus *c, const char *path, char *err, size_t errlen) {
@@ -74,22 +66,7 @@ int pmt_corpus_save(const pmt_corpus *c, const char *path, char *err, size_t err
         snprintf(err, errlen, "refusing to write '%s': corpus offsets do not start at 0", path);
         return -1;
     }
-    pmt_atomic_file af;
-    if (pmt_atomic_open(&af, path, err, errlen) != 0) return -1;
-    tok_stream s = {.path = path, .err = err, .errlen = errlen};
-    if (pmt_gzstream_open_write(&s.gz, af.f, 6) != 0) {
-        snprintf(err, errlen, "cannot create '%s': %s", af.tmp, errno ? strerror(errno) : "out of memory");
-        pmt_atomic_discard(&af);
-        return -1;
-    }
-    int rc = write_body(&s, c);
-    if (pmt_gzstream_close(&s.gz) != 0 && rc == 0) {
-        snprintf(err, errlen, "cannot write '%s': closing failed (disk full?)", path);
-        rc = -1;
-    }
-    if (rc != 0) pmt_atomic_discard(&af);
-    else rc = pmt_atomic_commit(&af, err, errlen);
-    return rc;
+    return pmt_gzstream_save(path, 6, "token file", write_body, (void *)c, err, errlen);
 }
 
 /* Checks an offset table: starts at 0, never decreases, ends at total. */

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/fileio.h"
 #include "core/gzstream.h"
 #include "model/model_file.h"
 
@@ -51,12 +50,12 @@ _Static_assert(sizeof(pmt_tensor) >= NAME_BYTES, "tensor names fit the stored fi
 
 /* The stream plus the first failure, so each field is one unchecked call. */
 typedef struct {
-    pmt_gzstream gz;
+    pmt_gzstream *gz;
     int failed;
 } sink;
 
 static void put(sink *s, const void *p, size_t n) {
-    if (!s->failed && pmt_gzstream_write(&s->gz, p, n) != 0) s->failed = 1;
+    if (!s->failed && pmt_gzstream_write(s->gz, p, n) != 0) s->failed = 1;
 }
 static void put_u32(sink *s, uint32_t v) { put(s, &v, sizeof v); }
 static void put_i32(sink *s, int32_t v) { put(s, &v, sizeof v); }
@@ -107,7 +106,24 @@ static void put_payload(sink *s, const pmt_model *m, const char *config, const v
         }
     }
     if (ema) put(s, ema, m->n_params * sizeof(float));
-    if (!s->failed && pmt_gzstream_write_crc(&s->gz) != 0) s->failed = 1;
+}
+
+/* What pmt_checkpoint_save writes, for pmt_gzstream_save's body. */
+typedef struct {
+    const pmt_model *m;
+    const char *config;
+    const void *spm;
+    size_t spm_size;
+    const pmt_adam_state *adam;
+    const pmt_train_state *state;
+    const float *ema;
+} payload;
+
+static int write_payload(pmt_gzstream *gz, void *user) {
+    const payload *p = user;
+    sink s = {gz, 0};
+    put_payload(&s, p->m, p->config, p->spm, p->spm_size, p->adam, p->state, p->ema);
+    return s.failed ? -1 : 0;
 }
 
 int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, size_t spm_size,
@@ -118,32 +134,15 @@ int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, s
                  m->n_params);
         return -1;
     }
-    char inner[PMT_ATOMIC_PATH_MAX * 2 + 128];
-    pmt_atomic_file af;
-    if (pmt_atomic_open(&af, path, inner, sizeof inner) != 0) {
-        snprintf(err, errlen, "checkpoint: %s (check that the directory exists and is writable)", inner);
-        return -1;
-    }
     char *config = pmt_config_to_string(&m->cfg);
-    sink s = {.failed = 0};
-    if (!config || pmt_gzstream_open_write(&s.gz, af.f, 1) != 0) {
-        snprintf(err, errlen, "checkpoint '%s': %s", path, config ? "cannot start the gzip stream" : "out of memory");
-        free(config);
-        pmt_atomic_discard(&af);
+    if (!config) {
+        snprintf(err, errlen, "checkpoint '%s': out of memory", path);
         return -1;
     }
-    put_payload(&s, m, config, spm, spm_size, adam, state, ema);
+    payload p = {m, config, spm, spm_size, adam, state, ema};
+    int rc = pmt_gzstream_save(path, 1, "checkpoint", write_payload, &p, err, errlen);
     free(config);
-    if (pmt_gzstream_close(&s.gz) != 0 || s.failed) {
-        snprintf(err, errlen, "writing checkpoint '%s' failed: %s (disk full?)", af.tmp, strerror(errno));
-        pmt_atomic_discard(&af);
-        return -1;
-    }
-    if (pmt_atomic_commit(&af, inner, sizeof inner) != 0) {
-        snprintf(err, errlen, "checkpoint: %s", inner);
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -158,7 +157,6 @@ typedef struct {
     uint64_t budget;             /* most bytes the file can inflate to */
 } source;
 
-/* Reads n bytes; a short read means the file ends early or does not inflate. */
 /* A read of `what` came up short: the file ends early or does not inflate. */
 static int read_failed(source *s, const char *what) {
     snprintf(s->err, s->errlen, "checkpoint '%s' is truncated or corrupted (reading %s: %s)", s->path, what,

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fileio.h"
 
 enum { FLAG_EMA = 1, NAME_BYTES = 64 };
 /* Bounds that no real model reaches: a length beyond them means damage. */
@@ -71,12 +70,12 @@ static pmt_weight_type storage_of(const pmt_tensor *t, pmt_weight_type weights) 
 /* writing                                                             */
 
 typedef struct {
-    pmt_gzstream gz;
+    pmt_gzstream *gz;
     int failed;
 } sink;
 
 static void put(sink *s, const void *p, size_t n) {
-    if (!s->failed && pmt_gzstream_write(&s->gz, p, n) != 0) s->failed = 1;
+    if (!s->failed && pmt_gzstream_write(s->gz, p, n) != 0) s->failed = 1;
 }
 static void put_u32(sink *s, uint32_t v) { put(s, &v, sizeof v); }
 static void put_i32(sink *s, int32_t v) { put(s, &v, sizeof v); }
@@ -131,7 +130,21 @@ static void put_payload(sink *s, const pmt_checkpoint *ck, pmt_weight_type weigh
         const pmt_tensor *t = &ck->tensors[i];
         put_tensor(s, t, ck->params + t->offset, storage_of(t, weights), scratch);
     }
-    if (!s->failed && pmt_gzstream_write_crc(&s->gz) != 0) s->failed = 1;
+}
+
+/* What pmt_model_file_export writes, for pmt_gzstream_save's body. */
+typedef struct {
+    const pmt_checkpoint *ck;
+    pmt_weight_type weights;
+    int is_ema;
+    void *scratch;
+} payload;
+
+static int write_payload(pmt_gzstream *gz, void *user) {
+    const payload *p = user;
+    sink s = {gz, 0};
+    put_payload(&s, p->ck, p->weights, p->is_ema, p->scratch);
+    return s.failed ? -1 : 0;
 }
 
 int pmt_model_file_export(const char *path, const pmt_checkpoint *ck, pmt_weight_type weights, int is_ema,
@@ -141,36 +154,14 @@ int pmt_model_file_export(const char *path, const pmt_checkpoint *ck, pmt_weight
         if (ck->tensors[i].size > largest) largest = ck->tensors[i].size;
     /* Big enough for a bf16 copy, or int8 values plus fp32 row scales, of the largest tensor. */
     void *scratch = malloc(largest * sizeof(float) * 2 + 64);
-    char inner[PMT_ATOMIC_PATH_MAX * 2 + 128];
-    pmt_atomic_file af;
     if (!scratch) {
         snprintf(err, errlen, "exporting '%s': out of memory", path);
         return -1;
     }
-    if (pmt_atomic_open(&af, path, inner, sizeof inner) != 0) {
-        snprintf(err, errlen, "export: %s (check that the directory exists and is writable)", inner);
-        free(scratch);
-        return -1;
-    }
-    sink s = {.failed = 0};
-    if (pmt_gzstream_open_write(&s.gz, af.f, 9) != 0) {
-        snprintf(err, errlen, "exporting '%s': cannot start the gzip stream", path);
-        free(scratch);
-        pmt_atomic_discard(&af);
-        return -1;
-    }
-    put_payload(&s, ck, weights, is_ema, scratch);
+    payload p = {ck, weights, is_ema, scratch};
+    int rc = pmt_gzstream_save(path, 9, "model file", write_payload, &p, err, errlen);
     free(scratch);
-    if (pmt_gzstream_close(&s.gz) != 0 || s.failed) {
-        snprintf(err, errlen, "writing model file '%s' failed: %s (disk full?)", af.tmp, strerror(errno));
-        pmt_atomic_discard(&af);
-        return -1;
-    }
-    if (pmt_atomic_commit(&af, inner, sizeof inner) != 0) {
-        snprintf(err, errlen, "export: %s", inner);
-        return -1;
-    }
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ */
