@@ -44,7 +44,11 @@ echo "loss $first -> $last over 30 steps, $speed tokens/s"
 
 # SIGINT mid-step, standard and learned-sigma projection (the two reports).
 # libc_malloc_debug (glibc >= 2.34) checks every chunk it frees.
-malloc_debug=$(ls /lib/*/libc_malloc_debug.so.0 /usr/lib/*/libc_malloc_debug.so.0 2>/dev/null | head -n 1)
+malloc_debug=""
+for lib in /lib/*/libc_malloc_debug.so.0 /usr/lib/*/libc_malloc_debug.so.0; do
+  [ -f "$lib" ] && { malloc_debug=$lib; break; }
+done
+[ -n "$malloc_debug" ] || echo "note: no libc_malloc_debug.so.0; the stops run without glibc's heap checks"
 for trial in 1 2 3 4 5 6 7 8; do
   if [ $((trial % 2)) -eq 0 ]; then kind=(--attention standard); else kind=(--attention projection --sigma learned); fi
   log="$tmp/stop$trial.log"
