@@ -61,7 +61,7 @@ for att in ${attention//,/ }; do
 done
 
 python3 - "$out/results.json" "$config" "$epochs" "${rows[@]}" <<'EOF'
-import csv, json, statistics, sys
+import csv, json, os, statistics, sys
 out, config, epochs, rest = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 runs = {}
 for att, prec, tsv in zip(rest[0::3], rest[1::3], rest[2::3]):
@@ -92,7 +92,6 @@ for att, by in runs.items():
               f'| {tps} | {100 * gap:+.2f} % |')
 with open(out + ".tmp", "w") as f:
     json.dump({"config": config, "epochs": epochs, "within_1_percent": ok, "runs": runs}, f, indent=2)
-import os
 os.replace(out + ".tmp", out)
 print(f"\nwritten {out}; every bf16 loss within 1 % of fp32: {'yes' if ok else 'NO'}")
 sys.exit(0 if ok else 3)

@@ -38,7 +38,7 @@ def shown_path(path):
     carries no machine's absolute paths."""
     full = os.path.abspath(path)
     rel = os.path.relpath(full, REPO)
-    if rel.startswith(os.pardir + os.sep + os.pardir) or os.path.isabs(rel):
+    if rel.startswith(os.pardir + os.sep + os.pardir):
         return os.path.basename(full)
     return rel
 

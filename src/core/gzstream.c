@@ -123,9 +123,8 @@ int pmt_gzstream_save(const char *path, int level, const char *what, int (*body)
         return -1;
     }
     int failed = body(&s, user) != 0 || pmt_gzstream_write_crc(&s) != 0;
-    const char *reason = failed ? pmt_gzstream_reason(&s) : NULL;
     char why[256] = "";
-    if (reason) snprintf(why, sizeof why, "%s", reason);
+    if (failed) snprintf(why, sizeof why, "%s", pmt_gzstream_reason(&s));
     if (pmt_gzstream_close(&s) != 0 && !failed) {
         failed = 1;
         snprintf(why, sizeof why, "%s", strerror(errno));
