@@ -14,11 +14,20 @@
  *     bf16: their distance to the fp32 product is of bf16's size;
  *   - more shapes than the primitive cache holds (evictions, rebuilds);
  *   - pmt_sgemm_same_a reuses A's conversion only for the same A and alpha;
- *   - switching back to fp32 gives fp32 products again.
+ *   - switching back to fp32 gives fp32 products again;
+ *   - linear layers with caller-kept bf16 copies (nn/ops.h linear_bf16: the
+ *     input slot written by forward, weights rounded once, a pre-scaled
+ *     dout16) give the plain layers' bits, forward and backward, and the
+ *     fused cross-entropy's rounded gradient rows are those of a separate
+ *     conversion pass;
+ *   - a backward without an input gradient converts dout afresh even when
+ *     the previous backward's dout lived at the same address (a stale
+ *     conversion would be reused otherwise).
  * Everything but the refusal needs avx512_bf16: elsewhere it SKIPs.
  */
 #include "nn/gemm.h"
 #include "nn/gemm_lowp.h"
+#include "nn/ops.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -191,6 +200,122 @@ static void test_products(void) {
     CHECK_MSG(round32 < 1e-5, "fp32 after bf16: error %.3g", round32);
 }
 
+static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, sizeof(float) * n) == 0; }
+
+/* Runs in bf16: plain linear layers versus the same with linear_bf16 copies. */
+static void test_caller_copies(void) {
+    enum { N = 45, IN = 36, OUT = 52 };
+    char err[256];
+    CHECK_MSG(pmt_gemm_bf16_reserve(N * OUT, N * OUT, err, sizeof err) == 0, "%s", err);
+    pmt_gemm_set_precision(PMT_PRECISION_BF16);
+    float *inp = malloc(sizeof(float) * N * IN), *w = malloc(sizeof(float) * OUT * IN), *b = malloc(sizeof(float) * OUT);
+    float *dout = malloc(sizeof(float) * N * OUT);
+    float *out1 = malloc(sizeof(float) * N * OUT), *out2 = malloc(sizeof(float) * N * OUT);
+    float *dinp1 = calloc(N * IN, sizeof(float)), *dinp2 = calloc(N * IN, sizeof(float));
+    float *dw1 = calloc(OUT * IN, sizeof(float)), *dw2 = calloc(OUT * IN, sizeof(float));
+    float *db1 = calloc(OUT, sizeof(float)), *db2 = calloc(OUT, sizeof(float));
+    uint16_t *inp16 = malloc(sizeof(uint16_t) * N * IN), *w16 = malloc(sizeof(uint16_t) * OUT * IN);
+    uint16_t *dout16 = malloc(sizeof(uint16_t) * N * OUT), *expect16 = malloc(sizeof(uint16_t) * N * IN);
+    fill(inp, N * IN, 31);
+    fill(w, OUT * IN, 32);
+    fill(b, OUT, 33);
+    fill(dout, N * OUT, 34);
+    pmt_bf16_convert(w16, w, OUT, IN, IN, 1.0f);
+    const linear_bf16 lp = {inp16, w16, NULL, 0};
+
+    linear_forward(out1, inp, w, b, N, IN, OUT);
+    linear_forward_lp(out2, inp, w, b, N, IN, OUT, &lp);
+    CHECK_MSG(same_bits(out1, out2, N * OUT), "linear_forward_lp differs from linear_forward in bf16");
+    pmt_bf16_convert(expect16, inp, N, IN, IN, 1.0f);
+    CHECK_MSG(memcmp(inp16, expect16, sizeof(uint16_t) * N * IN) == 0, "the input slot does not hold bf16(inp)");
+    uint16_t *out16 = malloc(sizeof(uint16_t) * N * OUT), *e_out16 = malloc(sizeof(uint16_t) * N * OUT);
+    linear_relu_forward(out1, inp, w, b, N, IN, OUT);
+    linear_relu_forward_lp(out2, out16, inp, w, b, N, IN, OUT, &lp);
+    CHECK_MSG(same_bits(out1, out2, N * OUT), "linear_relu_forward_lp differs from linear_relu_forward in bf16");
+    pmt_bf16_convert(e_out16, out1, N, OUT, OUT, 1.0f);
+    CHECK_MSG(memcmp(out16, e_out16, sizeof(uint16_t) * N * OUT) == 0, "linear_relu_forward_lp's out16 is not bf16(out)");
+    /* A producer-rounded input (inp_rounded): the LayerNorm writes the slot,
+     * the layer uses it as is. */
+    float *ln = malloc(sizeof(float) * N * IN), *ln2 = malloc(sizeof(float) * N * IN), mean[N], rstd[N];
+    layernorm_forward(ln, mean, rstd, inp, w, b, N, IN);   /* w, b: any [IN] gains */
+    layernorm_forward_lp(ln2, inp16, mean, rstd, inp, w, b, N, IN);
+    pmt_bf16_convert(expect16, ln, N, IN, IN, 1.0f);
+    CHECK_MSG(same_bits(ln, ln2, N * IN) && memcmp(inp16, expect16, sizeof(uint16_t) * N * IN) == 0,
+              "layernorm_forward_lp: output or its rounding differs");
+    const linear_bf16 lp_rounded = {inp16, w16, NULL, 1};
+    linear_forward(out1, ln, w, b, N, IN, OUT);
+    linear_forward_lp(out2, ln, w, b, N, IN, OUT, &lp_rounded);
+    CHECK_MSG(same_bits(out1, out2, N * OUT), "linear_forward_lp on a producer-rounded input differs");
+    free(out16); free(e_out16); free(ln); free(ln2);
+    linear_forward_lp(out2, inp, w, b, N, IN, OUT, &lp);   /* the slot holds bf16(inp) again for backward */
+
+    linear_backward(dinp1, dw1, db1, dout, inp, w, N, IN, OUT);
+    linear_backward_lp(dinp2, dw2, db2, dout, inp, w, N, IN, OUT, 1.0f, 1.0f, &lp);
+    CHECK_MSG(same_bits(dinp1, dinp2, N * IN) && same_bits(dw1, dw2, OUT * IN) && same_bits(db1, db2, OUT),
+              "linear_backward_lp differs from linear_backward in bf16");
+    const float alpha = 1.0f / 37.0f;   /* not a power of two: the rounding of alpha·dout shows */
+    pmt_bf16_convert(dout16, dout, N, OUT, OUT, alpha);
+    const linear_bf16 lp_dout = {inp16, w16, dout16, 0};
+    linear_backward_scaled_set(dinp1, dw1, NULL, dout, inp, w, N, IN, OUT, alpha);
+    linear_backward_lp(dinp2, dw2, NULL, NULL, inp, w, N, IN, OUT, 0.0f, alpha, &lp_dout);
+    CHECK_MSG(same_bits(dinp1, dinp2, N * IN) && same_bits(dw1, dw2, OUT * IN),
+              "linear_backward_lp with a pre-scaled dout16 differs from linear_backward_scaled_set");
+
+    /* The fused cross-entropy's rounded rows (one ignored row) versus a
+     * conversion pass over its fp32 gradient. */
+    enum { R = 5, V = 333 };
+    float *logits = malloc(sizeof(float) * R * V), *d1 = malloc(sizeof(float) * R * V), *d2 = malloc(sizeof(float) * R * V);
+    uint16_t *d16 = malloc(sizeof(uint16_t) * R * V), *e16 = malloc(sizeof(uint16_t) * R * V);
+    float loss1[R], loss2[R], nll1[R], nll2[R];
+    const int32_t targets[R] = {3, 0, 332, 17, 100};
+    fill(logits, R * V, 35);
+    int c1 = -1, c2 = -2;
+    const int n1 = crossentropy_fused(loss1, nll1, d1, logits, targets, R, V, 0.1f, 0, &c1);
+    const int n2 = crossentropy_fused_bf16(loss2, nll2, d2, d16, alpha, logits, targets, R, V, 0.1f, 0, &c2);
+    pmt_bf16_convert(e16, d1, R, V, V, alpha);
+    CHECK(n1 == 4 && n2 == n1 && c1 == c2);
+    CHECK_MSG(same_bits(d1, d2, R * V) && same_bits(loss1, loss2, R) && same_bits(nll1, nll2, R),
+              "crossentropy_fused_bf16 changes the fp32 outputs");
+    CHECK_MSG(memcmp(d16, e16, sizeof(uint16_t) * R * V) == 0, "the rounded gradient rows differ from bf16(scale·dlogits)");
+
+    /* The element-wise backward passes that round their output: the fp32
+     * bits of the plain kernels, and the rounding of those (5000 values:
+     * two full chunks and a tail). */
+    enum { NE = 5000 };
+    float *x = malloc(sizeof(float) * NE), *h = malloc(sizeof(float) * NE), *y1 = malloc(sizeof(float) * NE);
+    float *y2 = malloc(sizeof(float) * NE);
+    uint16_t *y16 = malloc(sizeof(uint16_t) * NE), *e16n = malloc(sizeof(uint16_t) * NE);
+    fill(x, NE, 37);
+    fill(h, NE, 38);
+    memcpy(y1, x, sizeof(float) * NE);
+    memcpy(y2, x, sizeof(float) * NE);
+    relu_backward_inplace(y1, h, NE);
+    relu_backward_inplace_lp(y2, y16, h, NE);
+    pmt_bf16_convert(e16n, y1, 1, NE, NE, 1.0f);
+    CHECK_MSG(same_bits(y1, y2, NE) && memcmp(y16, e16n, sizeof(uint16_t) * NE) == 0, "relu_backward_inplace_lp differs");
+    dropout_regen_backward_set(y1, x, NE, 0.1f, 5, 9);
+    dropout_regen_backward_set_lp(y2, y16, x, NE, 0.1f, 5, 9);
+    pmt_bf16_convert(e16n, y1, 1, NE, NE, 1.0f);
+    CHECK_MSG(same_bits(y1, y2, NE) && memcmp(y16, e16n, sizeof(uint16_t) * NE) == 0,
+              "dropout_regen_backward_set_lp differs");
+    free(x); free(h); free(y1); free(y2); free(y16); free(e16n);
+
+    /* Stale conversion: a backward with dinp, then new values in the same
+     * dout buffer and a backward without dinp. */
+    linear_backward_set(dinp1, dw1, NULL, dout, inp, w, N, IN, OUT);
+    fill(dout, N * OUT, 36);
+    memset(dw1, 0, sizeof(float) * OUT * IN);
+    memset(dw2, 0, sizeof(float) * OUT * IN);
+    linear_backward_set(NULL, dw1, NULL, dout, inp, w, N, IN, OUT);
+    pmt_sgemm(1, 0, OUT, IN, N, 1.0f, dout, OUT, inp, IN, 1.0f, dw2, IN);
+    CHECK_MSG(same_bits(dw1, dw2, OUT * IN), "a backward without dinp reused the previous dout's conversion");
+
+    pmt_gemm_set_precision(PMT_PRECISION_FP32);
+    free(inp); free(w); free(b); free(dout); free(out1); free(out2); free(dinp1); free(dinp2);
+    free(dw1); free(dw2); free(db1); free(db2); free(inp16); free(w16); free(dout16); free(expect16);
+    free(logits); free(d1); free(d2); free(d16); free(e16);
+}
+
 int main(void) {
     test_refusal();
     if (!pmt_cpu_has_bf16()) {
@@ -200,5 +325,6 @@ int main(void) {
     }
     test_conversion();
     test_products();
+    test_caller_copies();
     return test_finish();
 }

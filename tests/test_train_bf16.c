@@ -6,6 +6,11 @@
  *     in bf16 is within bf16's tolerance of the same step in fp32: loss to
  *     5e-3 relative, the whole gradient to 3e-2 relative (L2), and not
  *     equal to it (the products really ran in bf16);
+ *   - pmt_model_train_step gives the bits of pmt_model_forward +
+ *     pmt_model_backward in both precisions (in bf16 it hands backward the
+ *     logits' gradient already rounded), also after the parameters change
+ *     (the bf16 weights are rounded again: a model that has trained equals a
+ *     fresh one given the same parameters);
  *   - an evaluation pass of a bf16 model is fp32, bitwise that of the fp32
  *     model (validation and translation judge the weights in fp32);
  *   - checkpoints record the precision (config key `precision`), a config
@@ -122,6 +127,48 @@ static void test_step_and_checkpoint(const pmt_batch *b) {
     pmt_model_free(&m16);
 }
 
+/* grads and loss of forward + backward versus pmt_model_train_step, with a
+ * denominator that is not a power of two (its 1/x rounds). */
+static void check_train_step(pmt_model *m, const pmt_batch *b, const char *what) {
+    pmt_stats st1, st2;
+    pmt_model_zero_grad(m);
+    const double l1 = pmt_model_forward(m, b, 1, 7, &st1);
+    const double denominator = st1.tokens + 3;
+    pmt_model_backward(m, b, denominator);
+    float *g1 = malloc(sizeof(float) * m->n_params);
+    memcpy(g1, m->grads, sizeof(float) * m->n_params);
+    pmt_model_zero_grad(m);
+    const double l2 = pmt_model_train_step(m, b, 7, denominator, &st2);
+    CHECK_MSG(l1 == l2 && st1.correct == st2.correct && st1.nll_sum == st2.nll_sum, "%s: train step loss %.9g, "
+              "passes %.9g", what, l2, l1);
+    CHECK_MSG(memcmp(g1, m->grads, sizeof(float) * m->n_params) == 0,
+              "%s: pmt_model_train_step's gradient differs from forward + backward", what);
+    free(g1);
+}
+
+static void test_train_step(const pmt_batch *b) {
+    for (int precision = 0; precision < PMT_PRECISIONS; precision++) {
+        pmt_model m, fresh;
+        if (make_model(&m, precision) != 0) return;
+        const char *what = precision == PMT_PRECISION_BF16 ? "bf16" : "fp32";
+        check_train_step(&m, b, what);
+        for (size_t i = 0; i < m.n_params; i++) m.params[i] -= 1e-2f * m.grads[i] + 1e-3f;
+        check_train_step(&m, b, what);
+        if (make_model(&fresh, precision) == 0) {
+            memcpy(fresh.params, m.params, sizeof(float) * m.n_params);
+            pmt_stats st;
+            pmt_model_zero_grad(&m);
+            pmt_model_zero_grad(&fresh);
+            pmt_model_train_step(&m, b, 8, 100.0, &st);
+            pmt_model_train_step(&fresh, b, 8, 100.0, &st);
+            CHECK_MSG(memcmp(m.grads, fresh.grads, sizeof(float) * m.n_params) == 0,
+                      "%s: after a parameter change the step differs from a fresh model's (stale bf16 weights)", what);
+            pmt_model_free(&fresh);
+        }
+        pmt_model_free(&m);
+    }
+}
+
 /* The key round-trips through the stored config; without it, fp32. */
 static void test_stored_config(void) {
     pmt_config cfg, back;
@@ -158,6 +205,7 @@ int main(void) {
         return test_finish();
     }
     test_step_and_checkpoint(pmt_batcher_fill(&bt, 0, 0));
+    test_train_step(pmt_batcher_fill(&bt, 0, 0));
     pmt_batcher_free(&bt);
     fixture_corpus_free(&c);
     return test_finish();

@@ -45,6 +45,12 @@ typedef struct block_act {
                                   written here first and the fused dropout + residual
                                   pass updates it in place (no mask is stored: backward
                                   regenerates it from the counter-based stream) */
+    /* --precision bf16 training only (else NULL): the bf16 roundings of the
+     * linear layers' inputs, written in the forward pass and read again by
+     * the weight-gradient products (linear_bf16 of nn/ops.h): ln16 of ln
+     * (Q|K|V, cross Q, FFN up; rounded by the LayerNorm), att16 of att
+     * (W_O), h16 of h (FFN down; rounded in the bias + ReLU pass). */
+    uint16_t *ln16, *att16, *h16;
 } block_act;
 
 typedef struct layer_act {
@@ -59,6 +65,8 @@ struct pmt_model_activations {
     float *dec_x0;                     /* embedded target after dropout [B*T, C] */
     layer_act *enc, *dec;
     float *enc_out, *enc_mean, *enc_rstd;   /* final encoder LN [B*S, C] */
+    uint16_t *enc_out16;                    /* its bf16 rounding, the K|V input of every standard cross-
+                                               attention (bf16 training only, else NULL) */
     float *dec_out, *dec_mean, *dec_rstd;   /* final decoder LN [B*T, C] */
     /* The vocabulary projection runs only over the Nc counted (non-pad)
      * target rows: padding rows have no loss and no gradient, so their
@@ -71,6 +79,12 @@ struct pmt_model_activations {
     int logits_hold_grad;              /* logits holds p − q (training pass), not p */
     float *logits;                     /* [Nc, V]: logits, then probs, then dlogits */
     float *loss_rows;                  /* [Nc] */
+    /* bf16 training: logit_in's rounding (the vocabulary product's input),
+     * and the rounded scaled gradient bf16(logits16_scale · dlogits) when a
+     * training step's forward pass wrote it (logits16_scale 0: it did not). */
+    uint16_t *logit_in16;              /* [Nc, C] */
+    uint16_t *logits16;                /* [Nc, V] */
+    float logits16_scale;
 
     /* backward scratch */
     float *d_enc_stream, *d_dec_stream;    /* residual-stream gradients [rows, C] */
@@ -78,6 +92,10 @@ struct pmt_model_activations {
     float *d_ln, *d_att, *d_sub;           /* [rows, C] */
     float *d_qkv;                          /* [rows, 3C]: d(q|k|v), laid out as block_act's q/k/v */
     float *d_h;                            /* [rows, F]: d(ReLU output), then in place d(pre-activation) */
+    /* bf16 training: the roundings of d_sub (from the dropout pass) and of
+     * d(pre-activation) (from the ReLU pass), the dout16 of W_O / FFN down
+     * and of FFN up (nn/ops.h linear_bf16); else NULL. */
+    uint16_t *d_sub16, *d_h16;
     float *ln_scratch;                     /* layernorm_backward's partial sums */
 
     float *log_sigma_fixed;            /* [NH]: pmt_model_fixed_log_sigma */
@@ -334,10 +352,19 @@ static float *carve(arena_builder *ab, size_t n) {
     return p;
 }
 
+/* n bf16 values, or NULL (nothing carved) unless lowp. */
+static uint16_t *carve_bf16(arena_builder *ab, size_t n, int lowp) {
+    return lowp ? (uint16_t *)carve(ab, (n + 1) / 2) : NULL;
+}
+
 static void carve_block(arena_builder *ab, block_act *a, int is_attention, int kind, int is_cross,
-                        size_t rows, size_t key_rows, size_t probs, int C, int F) {
+                        size_t rows, size_t key_rows, size_t probs, int C, int F, int lowp) {
     memset(a, 0, sizeof *a);
     a->ln = carve(ab, rows * C);
+    const int standard = is_attention && kind == PMT_ATTN_STANDARD;
+    a->ln16 = carve_bf16(ab, rows * C, lowp && (standard || !is_attention));
+    a->att16 = carve_bf16(ab, rows * C, lowp && is_attention);
+    a->h16 = carve_bf16(ab, rows * F, lowp && !is_attention);
     a->mean = carve(ab, rows);
     a->rstd = carve(ab, rows);
     if (is_attention) {
@@ -362,10 +389,11 @@ static void carve_block(arena_builder *ab, block_act *a, int is_attention, int k
 }
 
 /* training = 0 (inference-only models): the forward pass only, none of the
- * backward scratch. */
+ * backward scratch; the bf16 roundings only for bf16 training. */
 static void carve_activations(arena_builder *ab, pmt_model_activations *A, const pmt_config *cfg,
                               int V, size_t rows, size_t probs, int max_len, int training) {
     const int C = cfg->d_model, F = cfg->d_ff, NH = cfg->n_heads;
+    const int lowp = training && cfg->precision == PMT_PRECISION_BF16;
     A->log_sigma_fixed = carve(ab, (size_t)NH);
     int any_projection = 0;
     for (int s = 0; s < PMT_SITES; s++) any_projection |= cfg->site_kind[s] == PMT_ATTN_PROJECTION;
@@ -374,17 +402,18 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->pool_scratch = A->pool_scratch_floats ? carve(ab, A->pool_scratch_floats) : NULL;
     A->enc_x0 = carve(ab, rows * C);
     for (int l = 0; l < cfg->enc_layers; l++) {
-        carve_block(ab, &A->enc[l].self, 1, cfg->site_kind[PMT_SITE_ENC_SELF], 0, rows, rows, probs, C, F);
-        carve_block(ab, &A->enc[l].ffn, 0, 0, 0, rows, rows, probs, C, F);
+        carve_block(ab, &A->enc[l].self, 1, cfg->site_kind[PMT_SITE_ENC_SELF], 0, rows, rows, probs, C, F, lowp);
+        carve_block(ab, &A->enc[l].ffn, 0, 0, 0, rows, rows, probs, C, F, lowp);
     }
     A->enc_out = carve(ab, rows * C);
+    A->enc_out16 = carve_bf16(ab, rows * C, lowp && cfg->site_kind[PMT_SITE_DEC_CROSS] == PMT_ATTN_STANDARD);
     A->enc_mean = carve(ab, rows);
     A->enc_rstd = carve(ab, rows);
     A->dec_x0 = carve(ab, rows * C);
     for (int l = 0; l < cfg->dec_layers; l++) {
-        carve_block(ab, &A->dec[l].self, 1, cfg->site_kind[PMT_SITE_DEC_SELF], 0, rows, rows, probs, C, F);
-        carve_block(ab, &A->dec[l].cross, 1, cfg->site_kind[PMT_SITE_DEC_CROSS], 1, rows, rows, probs, C, F);
-        carve_block(ab, &A->dec[l].ffn, 0, 0, 0, rows, rows, probs, C, F);
+        carve_block(ab, &A->dec[l].self, 1, cfg->site_kind[PMT_SITE_DEC_SELF], 0, rows, rows, probs, C, F, lowp);
+        carve_block(ab, &A->dec[l].cross, 1, cfg->site_kind[PMT_SITE_DEC_CROSS], 1, rows, rows, probs, C, F, lowp);
+        carve_block(ab, &A->dec[l].ffn, 0, 0, 0, rows, rows, probs, C, F, lowp);
     }
     A->dec_out = carve(ab, rows * C);
     A->dec_mean = carve(ab, rows);
@@ -393,6 +422,8 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->logit_row = (int32_t *)carve(ab, rows);   /* int32 and float have the same size */
     A->logit_tgt = (int32_t *)carve(ab, rows);
     A->logits = carve(ab, rows * (size_t)V);
+    A->logit_in16 = carve_bf16(ab, rows * C, lowp);
+    A->logits16 = carve_bf16(ab, rows * (size_t)V, lowp);
     A->loss_rows = carve(ab, rows);
     A->nll_rows = carve(ab, rows);
     if (!training) return;
@@ -405,6 +436,8 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->d_att = carve(ab, rows * C);
     A->d_sub = carve(ab, rows * C);
     A->d_h = carve(ab, rows * F);
+    A->d_sub16 = carve_bf16(ab, rows * C, lowp);
+    A->d_h16 = carve_bf16(ab, rows * F, lowp);
     A->ln_scratch = carve(ab, layernorm_backward_scratch_floats(C));
 }
 
@@ -487,9 +520,13 @@ static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, 
     /* The attention kernels' per-thread scratch, sized once here for the
      * longest sequences (the decoder's shapes are smaller). */
     if (attention_scratch_reserve(max_len, max_len, m->HS) != 0) goto oom;
-    if (training && cfg->precision == PMT_PRECISION_BF16 && reserve_bf16(m, err, errlen) != 0) {
-        pmt_model_free(m);
-        return -1;
+    if (training && cfg->precision == PMT_PRECISION_BF16) {
+        if (reserve_bf16(m, err, errlen) != 0) {
+            pmt_model_free(m);
+            return -1;
+        }
+        m->params16 = aligned_alloc(64, ((m->n_params * sizeof(uint16_t)) + 63) & ~(size_t)63);
+        if (!m->params16) goto oom;
     }
     return 0;
 oom:
@@ -538,6 +575,7 @@ void pmt_model_free(pmt_model *m) {
     free(m->dec);
     free(m->tensors);
     free(m->params);
+    free(m->params16);
     free(m->grads);
     free(m->pos);
     memset(m, 0, sizeof *m);
@@ -629,6 +667,29 @@ static inline float *grad_of(const pmt_model *m, const float *param) {
     return param ? m->grads + (param - m->params) : NULL;
 }
 
+/* Whether this pass keeps bf16 roundings (a training pass of --precision
+ * bf16); evaluation passes of such a model are fp32 and leave them alone. */
+static inline int rounding(const pmt_model *m) { return m->params16 && m->act->train; }
+
+/* A bf16 slot when this pass keeps roundings, else NULL. */
+static inline uint16_t *slot16(const pmt_model *m, uint16_t *slot) { return rounding(m) ? slot : NULL; }
+
+/* The bf16 copies of a linear layer with weight w and input slot inp16
+ * (nn/ops.h linear_bf16; inp_rounded: inp's producer rounded it): all NULL
+ * unless this pass keeps roundings. */
+static inline linear_bf16 lp_of(const pmt_model *m, uint16_t *inp16, const float *w, int inp_rounded) {
+    if (!rounding(m)) return (linear_bf16){NULL, NULL, NULL, 0};
+    return (linear_bf16){inp16, m->params16 + (w - m->params), NULL, inp_rounded};
+}
+
+/* params16 = bf16(params), in rows so the conversion runs on every thread. */
+static void round_params_bf16(pmt_model *m) {
+    enum { ROW = 4096 };
+    const size_t full = m->n_params / ROW, tail = m->n_params % ROW;
+    if (full) pmt_bf16_convert(m->params16, m->params, (int)full, ROW, ROW, 1.0f);
+    if (tail) pmt_bf16_convert(m->params16 + full * ROW, m->params + full * ROW, 1, (int)tail, (int)tail, 1.0f);
+}
+
 /* ------------------------------------------------------------------ */
 /* forward                                                             */
 
@@ -657,11 +718,13 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
     const int Nq = io->B * io->Tq, Nk = io->B * io->Tk;
     const float *mem = io->memory ? io->memory : a->ln;
     if (io->kind == PMT_ATTN_STANDARD) {
+        const linear_bf16 q_lp = lp_of(m, a->ln16, p->wqkv, 1);
         if (io->memory) {   /* Q on the decoder stream, K|V on the memory */
-            linear_forward(a->q, a->ln, p->wqkv, p->bqkv, Nq, C, C);
-            linear_forward(a->k, mem, p->wqkv + (size_t)C * C, p->bqkv + C, Nk, C, 2 * C);
+            const linear_bf16 kv_lp = lp_of(m, m->act->enc_out16, p->wqkv + (size_t)C * C, 1);
+            linear_forward_lp(a->q, a->ln, p->wqkv, p->bqkv, Nq, C, C, &q_lp);
+            linear_forward_lp(a->k, mem, p->wqkv + (size_t)C * C, p->bqkv + C, Nk, C, 2 * C, &kv_lp);
         } else {
-            linear_forward(a->q, a->ln, p->wqkv, p->bqkv, Nq, C, 3 * C);
+            linear_forward_lp(a->q, a->ln, p->wqkv, p->bqkv, Nq, C, 3 * C, &q_lp);
         }
         const double t0 = pmt_profile_begin();
         attention_forward(a->att, a->probs, a->q, a->k, a->v, a->ldq, a->ldkv, io->klen, io->causal,
@@ -679,12 +742,14 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
                          m->act->pool_scratch, m->act->pool_scratch_floats);
         pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     }
-    linear_forward(a->out, a->att, p->wo, p->bo, Nq, C, C);
+    const linear_bf16 o_lp = lp_of(m, a->att16, p->wo, 0);
+    linear_forward_lp(a->out, a->att, p->wo, p->bo, Nq, C, C, &o_lp);
 }
 
 static void ffn_sublayer_forward(pmt_model *m, const pmt_ffn_params *p, block_act *a, int N) {
-    linear_relu_forward(a->h, a->ln, p->w1, p->b1, N, m->C, m->F);
-    linear_forward(a->out, a->h, p->w2, p->b2, N, m->F, m->C);
+    const linear_bf16 up_lp = lp_of(m, a->ln16, p->w1, 1), down_lp = lp_of(m, a->h16, p->w2, 1);
+    linear_relu_forward_lp(a->h, slot16(m, a->h16), a->ln, p->w1, p->b1, N, m->C, m->F, &up_lp);
+    linear_forward_lp(a->out, a->h, p->w2, p->b2, N, m->F, m->C, &down_lp);
 }
 
 /* The dropout probability of this pass: 0 unless training. */
@@ -697,7 +762,7 @@ static void block_forward(pmt_model *m, const pmt_attn_params *attn, const pmt_f
                           block_act *a, const float *x_in, const block_io *io) {
     const int N = io->B * io->Tq, C = m->C;
     const float *ln_w = attn ? attn->ln_w : ffn->ln_w, *ln_b = attn ? attn->ln_b : ffn->ln_b;
-    layernorm_forward(a->ln, a->mean, a->rstd, x_in, ln_w, ln_b, N, C);
+    layernorm_forward_lp(a->ln, slot16(m, a->ln16), a->mean, a->rstd, x_in, ln_w, ln_b, N, C);
     if (attn) attention_sublayer_forward(m, attn, a, io);
     else ffn_sublayer_forward(m, ffn, a, N);
     dropout_residual_forward(a->out, x_in, a->out, (size_t)N * C, dropout_p(m), m->act->dropout_seed,
@@ -727,7 +792,8 @@ static void encoder_forward(pmt_model *m, const int32_t *src, const int32_t *src
         block_forward(m, NULL, &m->enc[l].ffn, &A->enc[l].ffn, A->enc[l].self.out, &io);
         x = A->enc[l].ffn.out;
     }
-    layernorm_forward(A->enc_out, A->enc_mean, A->enc_rstd, x, m->enc_ln_w, m->enc_ln_b, B * S, m->C);
+    layernorm_forward_lp(A->enc_out, slot16(m, A->enc_out16), A->enc_mean, A->enc_rstd, x, m->enc_ln_w,
+                         m->enc_ln_b, B * S, m->C);
 }
 
 static void decoder_forward(pmt_model *m, const pmt_batch *b) {
@@ -761,7 +827,10 @@ void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len, 
     memcpy(enc_out, m->act->enc_out, (size_t)B * S * m->C * sizeof(float));
 }
 
-static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t dropout_seed, pmt_stats *stats) {
+/* loss_denominator > 0 (a training step, bf16): the cross-entropy also
+ * writes bf16(dlogits / loss_denominator) for backward. */
+static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t dropout_seed, double loss_denominator,
+                      pmt_stats *stats) {
     pmt_model_activations *A = m->act;
     if (!m->grads && train) {
         fprintf(stderr, "projmt: internal error: training forward pass on an inference-only model\n");
@@ -773,6 +842,8 @@ static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t drop
     A->T = b->T;
     A->train = train;
     A->dropout_seed = dropout_seed;
+    A->logits16_scale = 0.0f;
+    if (train && m->params16) round_params_bf16(m);
     encoder_forward(m, b->src, b->src_len, b->B, b->S);
     decoder_forward(m, b);
     const int N = b->B * b->T, C = m->C;
@@ -788,14 +859,24 @@ static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t drop
 #pragma omp parallel for schedule(static) if ((long)Nc * C > OPS_PAR_MIN)
     for (int i = 0; i < Nc; i++)
         memcpy(A->logit_in + (size_t)i * C, A->dec_out + (size_t)A->logit_row[i] * C, sizeof(float) * C);
-    linear_forward(A->logits, A->logit_in, m->wte, NULL, Nc, C, m->V);
+    const linear_bf16 logits_lp = lp_of(m, A->logit_in16, m->wte, 0);
+    linear_forward_lp(A->logits, A->logit_in, m->wte, NULL, Nc, C, m->V, &logits_lp);
     int correct = 0, counted;
     double loss_sum = 0, nll_sum = 0;
     /* Training: the logits become the (unscaled) gradient in the same pass
      * that computes the loss; backward only applies the 1/tokens scale.
      * Evaluation keeps the probabilities (pmt_model_output_probs). */
     A->logits_hold_grad = train;
-    if (train) {
+    if (train && A->logits16 && loss_denominator > 0) {
+        A->logits16_scale = (float)(1.0 / loss_denominator);
+        counted = crossentropy_fused_bf16(A->loss_rows, A->nll_rows, A->logits, A->logits16, A->logits16_scale,
+                                          A->logits, A->logit_tgt, Nc, m->V, (float)m->cfg.label_smoothing,
+                                          PMT_PAD_ID, &correct);
+        for (int i = 0; i < Nc; i++) {
+            loss_sum += A->loss_rows[i];
+            nll_sum += A->nll_rows[i];
+        }
+    } else if (train) {
         counted = crossentropy_fused(A->loss_rows, A->nll_rows, A->logits, A->logits, A->logit_tgt, Nc, m->V,
                                      (float)m->cfg.label_smoothing, PMT_PAD_ID, &correct);
         for (int i = 0; i < Nc; i++) {
@@ -829,12 +910,16 @@ static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t drop
  * d_memory (accumulated). Scratch gradients are SET by their first writer
  * (the *_set kernels of nn/ops.h) instead of being zeroed first. */
 static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, const block_act *a,
-                                        const block_io *io, const float *d_sub, float *d_memory) {
+                                        const block_io *io, const float *d_sub, const uint16_t *d_sub16,
+                                        float *d_memory) {
     pmt_model_activations *A = m->act;
     const int C = m->C, NH = m->NH;
     const int Nq = io->B * io->Tq, Nk = io->B * io->Tk;
     const float *mem = io->memory ? io->memory : a->ln;
-    linear_backward_set(A->d_att, grad_of(m, p->wo), grad_of(m, p->bo), d_sub, a->att, p->wo, Nq, C, C);
+    linear_bf16 o_lp = lp_of(m, a->att16, p->wo, 0);
+    o_lp.dout = d_sub16;
+    linear_backward_lp(A->d_att, grad_of(m, p->wo), grad_of(m, p->bo), d_sub, a->att, p->wo, Nq, C, C, 0.0f, 1.0f,
+                       &o_lp);
     if (io->kind == PMT_ATTN_STANDARD) {
         /* d(q|k|v) in the layout of a->q/k/v: self [Nq, 3C]; cross [Nq, C]
          * then [Nk, 2C]. */
@@ -845,11 +930,14 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
                            io->causal, io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
         pmt_profile_end(PMT_PHASE_ATTENTION, t0);
         float *dw = grad_of(m, p->wqkv), *db = grad_of(m, p->bqkv);
+        const linear_bf16 q_lp = lp_of(m, a->ln16, p->wqkv, 1);
         if (io->memory) {
-            linear_backward_set(A->d_ln, dw, db, d_q, a->ln, p->wqkv, Nq, C, C);
-            linear_backward(d_memory, dw + (size_t)C * C, db + C, d_kv, mem, p->wqkv + (size_t)C * C, Nk, C, 2 * C);
+            const linear_bf16 kv_lp = lp_of(m, A->enc_out16, p->wqkv + (size_t)C * C, 1);
+            linear_backward_lp(A->d_ln, dw, db, d_q, a->ln, p->wqkv, Nq, C, C, 0.0f, 1.0f, &q_lp);
+            linear_backward_lp(d_memory, dw + (size_t)C * C, db + C, d_kv, mem, p->wqkv + (size_t)C * C, Nk, C,
+                               2 * C, 1.0f, 1.0f, &kv_lp);
         } else {
-            linear_backward_set(A->d_ln, dw, db, d_q, a->ln, p->wqkv, Nq, C, 3 * C);
+            linear_backward_lp(A->d_ln, dw, db, d_q, a->ln, p->wqkv, Nq, C, 3 * C, 0.0f, 1.0f, &q_lp);
         }
     } else {
         zero(A->d_ln, (size_t)Nq * C);
@@ -870,11 +958,20 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
 
 /* d_h = d(ReLU output), then in place d(pre-activation); d_ln overwritten. */
 static void ffn_sublayer_backward(pmt_model *m, const pmt_ffn_params *p, const block_act *a, const float *d_sub,
-                                  int N) {
+                                  const uint16_t *d_sub16, int N) {
     pmt_model_activations *A = m->act;
-    linear_backward_set(A->d_h, grad_of(m, p->w2), grad_of(m, p->b2), d_sub, a->h, p->w2, N, m->F, m->C);
-    relu_backward_inplace(A->d_h, a->h, (size_t)N * m->F);
-    linear_backward_set(A->d_ln, grad_of(m, p->w1), grad_of(m, p->b1), A->d_h, a->ln, p->w1, N, m->C, m->F);
+    linear_bf16 up_lp = lp_of(m, a->ln16, p->w1, 1), down_lp = lp_of(m, a->h16, p->w2, 1);
+    down_lp.dout = d_sub16;
+    linear_backward_lp(A->d_h, grad_of(m, p->w2), grad_of(m, p->b2), d_sub, a->h, p->w2, N, m->F, m->C, 0.0f, 1.0f,
+                       &down_lp);
+    if (rounding(m)) {
+        relu_backward_inplace_lp(A->d_h, A->d_h16, a->h, (size_t)N * m->F);
+        up_lp.dout = A->d_h16;
+    } else {
+        relu_backward_inplace(A->d_h, a->h, (size_t)N * m->F);
+    }
+    linear_backward_lp(A->d_ln, grad_of(m, p->w1), grad_of(m, p->b1), A->d_h, a->ln, p->w1, N, m->C, m->F, 0.0f,
+                       1.0f, &up_lp);
 }
 
 /* d_stream holds d(x_out) on entry and d(x_in) on exit: the residual passes
@@ -888,12 +985,18 @@ static void block_backward(pmt_model *m, const pmt_attn_params *attn, const pmt_
     /* d(sublayer output): through the dropout mask, or d_stream itself (it
      * is only read before layernorm_backward updates it). */
     const float *d_sub = d_stream;
-    if (dropout_p(m) > 0) {
+    const uint16_t *d_sub16 = NULL;   /* its rounding, when a pass writes d_sub */
+    if (dropout_p(m) > 0 && rounding(m)) {
+        dropout_regen_backward_set_lp(A->d_sub, A->d_sub16, d_stream, n, dropout_p(m), A->dropout_seed,
+                                      io->dropout_stream);
+        d_sub = A->d_sub;
+        d_sub16 = A->d_sub16;
+    } else if (dropout_p(m) > 0) {
         dropout_regen_backward_set(A->d_sub, d_stream, n, dropout_p(m), A->dropout_seed, io->dropout_stream);
         d_sub = A->d_sub;
     }
-    if (attn) attention_sublayer_backward(m, attn, a, io, d_sub, d_memory);
-    else ffn_sublayer_backward(m, ffn, a, d_sub, N);
+    if (attn) attention_sublayer_backward(m, attn, a, io, d_sub, d_sub16, d_memory);
+    else ffn_sublayer_backward(m, ffn, a, d_sub, d_sub16, N);
     const float *ln_w = attn ? attn->ln_w : ffn->ln_w;
     layernorm_backward(d_stream, grad_of(m, ln_w), grad_of(m, attn ? attn->ln_b : ffn->ln_b), A->d_ln,
                        x_in, ln_w, a->mean, a->rstd, N, C, A->ln_scratch);
@@ -925,8 +1028,10 @@ static void backward(pmt_model *m, const pmt_batch *b, double loss_denominator) 
     /* d(counted rows) = scale · dlogits · wte into d_sub (free until the
      * first block's backward), then scattered: padding rows of d_dec_out
      * get exact zeros. */
-    linear_backward_scaled_set(A->d_sub, grad_of(m, m->wte), NULL, A->logits, A->logit_in, m->wte, Nc, C, m->V,
-                               scale);
+    linear_bf16 logits_lp = lp_of(m, A->logit_in16, m->wte, 0);
+    if (A->logits16_scale != 0.0f && A->logits16_scale == scale) logits_lp.dout = A->logits16;
+    linear_backward_lp(A->d_sub, grad_of(m, m->wte), NULL, A->logits, A->logit_in, m->wte, Nc, C, m->V, 0.0f, scale,
+                       &logits_lp);
     zero(A->d_dec_out, (size_t)Nt * C);
 #pragma omp parallel for schedule(static) if ((long)Nc * C > OPS_PAR_MIN)
     for (int i = 0; i < Nc; i++)
@@ -975,7 +1080,7 @@ static void backward(pmt_model *m, const pmt_batch *b, double loss_denominator) 
  * validation scores the weights as translation will use them. */
 double pmt_model_forward(pmt_model *m, const pmt_batch *b, int train, uint64_t dropout_seed, pmt_stats *stats) {
     const int before = pmt_gemm_set_precision(train ? m->cfg.precision : PMT_PRECISION_FP32);
-    const double loss = forward(m, b, train, dropout_seed, stats);
+    const double loss = forward(m, b, train, dropout_seed, 0.0, stats);
     pmt_gemm_set_precision(before);
     return loss;
 }
@@ -984,4 +1089,13 @@ void pmt_model_backward(pmt_model *m, const pmt_batch *b, double loss_denominato
     const int before = pmt_gemm_set_precision(m->cfg.precision);
     backward(m, b, loss_denominator);
     pmt_gemm_set_precision(before);
+}
+
+double pmt_model_train_step(pmt_model *m, const pmt_batch *b, uint64_t dropout_seed, double loss_denominator,
+                            pmt_stats *stats) {
+    const int before = pmt_gemm_set_precision(m->cfg.precision);
+    const double loss = forward(m, b, 1, dropout_seed, loss_denominator, stats);
+    backward(m, b, loss_denominator);
+    pmt_gemm_set_precision(before);
+    return loss;
 }

@@ -78,6 +78,9 @@ typedef struct pmt_model {
     size_t n_params;
     float *params;               /* [n_params] */
     float *grads;                /* [n_params]; NULL for an inference-only model */
+    uint16_t *params16;          /* [n_params] bf16 rounding of params, rounded at the start of every
+                                  * training forward pass of --precision bf16 (the weights of its
+                                  * products, rounded once per pass); NULL otherwise */
 
     float *wte;                  /* [V, C] shared embedding / output projection */
     float *enc_ln_w, *enc_ln_b;  /* final encoder LayerNorm [C] */
@@ -153,6 +156,13 @@ double pmt_model_forward(pmt_model *m, const pmt_batch *batch, int train,
  * scaled so that they are those of (loss_sum / loss_denominator): pass the
  * number of target tokens of the whole (accumulated / all-reduced) batch. */
 void pmt_model_backward(pmt_model *m, const pmt_batch *batch, double loss_denominator);
+/* A training step's passes: pmt_model_forward (train = 1) then
+ * pmt_model_backward, with the same results. Knowing the loss scale before
+ * the loss, the forward pass can hand backward the scaled gradient of the
+ * logits in the form its products take (bf16 precision: rounded while the
+ * cross-entropy has each row in cache, not in a pass of its own). */
+double pmt_model_train_step(pmt_model *m, const pmt_batch *batch, uint64_t dropout_seed, double loss_denominator,
+                            pmt_stats *stats);
 void pmt_model_zero_grad(pmt_model *m);
 /* Copies the output distribution [B*T, V] of the last forward pass, which
  * must have been an evaluation pass (train = 0: a training pass turns the

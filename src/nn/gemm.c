@@ -275,40 +275,50 @@ int pmt_gemm_set_precision(int precision) {
 int pmt_gemm_precision(void) { return g_precision; }
 
 /* vcvtneps2bf16 rounds to nearest even; the multiply by scale is exact for
- * scale = 1. Parallel over rows; the tail of a row is a masked vector, so
- * every value takes the same instruction. */
+ * scale = 1. The tail of a row is a masked vector, so every value takes the
+ * same instruction. */
+__attribute__((target("avx512f,avx512bf16,avx512vl")))
+static inline void convert_row(uint16_t *y, const float *x, int cols, __m512 s) {
+    const __mmask16 tail = (__mmask16)((1u << (cols % 16)) - 1u);
+    const int full = cols - cols % 16;
+    for (int c = 0; c < full; c += 16) {
+        const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(x + c), s));
+        _mm256_storeu_si256((__m256i *)(y + c), (__m256i)h);
+    }
+    if (tail) {
+        const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + full), s));
+        _mm256_mask_storeu_epi16(y + full, tail, (__m256i)h);
+    }
+}
+
+/* Parallel over rows. */
 __attribute__((target("avx512f,avx512bf16,avx512vl")))
 void pmt_bf16_convert(uint16_t *dst, const float *src, int rows, int cols, int ld, float scale) {
     assert(pmt_cpu_has_bf16());
     const __m512 s = _mm512_set1_ps(scale);
-    const __mmask16 tail = (__mmask16)((1u << (cols % 16)) - 1u);
-    const int full = cols - cols % 16;
 #pragma omp parallel for schedule(static) if ((long)rows * cols > 65536)
-    for (int r = 0; r < rows; r++) {
-        const float *x = src + (size_t)r * ld;
-        uint16_t *y = dst + (size_t)r * cols;
-        for (int c = 0; c < full; c += 16) {
-            const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(x + c), s));
-            _mm256_storeu_si256((__m256i *)(y + c), (__m256i)h);
-        }
-        if (tail) {
-            const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + full), s));
-            _mm256_mask_storeu_epi16(y + full, tail, (__m256i)h);
-        }
-    }
+    for (int r = 0; r < rows; r++) convert_row(dst + (size_t)r * cols, src + (size_t)r * ld, cols, s);
+}
+
+__attribute__((target("avx512f,avx512bf16,avx512vl")))
+void pmt_bf16_convert_row(uint16_t *dst, const float *src, int cols, float scale) {
+    assert(pmt_cpu_has_bf16());
+    convert_row(dst, src, cols, _mm512_set1_ps(scale));
 }
 
 /* C = alpha·op(A)·op(B) + beta·C, beta ∈ {0, 1}, on bf16 copies of A and B:
- * the copies are dense (leading dimension = their stored width). A's copy
- * is kept when same_a and the workspace holds this very A already. The
- * lock covers the workspace and the primitive cache. */
-static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                       const float *B, int ldb, float beta, float *C, int ldc) {
+ * the caller's (A16, B16: dense, alpha folded into A16), or this layer's
+ * workspace, which the operand is converted into (dense too). A's
+ * conversion is skipped when same_a and the workspace holds this very A
+ * already. The lock covers the workspace and the primitive cache. */
+static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                       const uint16_t *A16, int lda, const float *B, const uint16_t *B16, int ldb, float beta,
+                       float *C, int ldc) {
     const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
-    assert((size_t)a_rows * a_cols <= g_ws_a_cap && (size_t)b_rows * b_cols <= g_ws_b_cap);
+    assert((A16 || (size_t)a_rows * a_cols <= g_ws_a_cap) && (B16 || (size_t)b_rows * b_cols <= g_ws_b_cap));
     pthread_mutex_lock(&g_cache_lock);
-    if (!(same_a && g_ws_a_holds.src == A && g_ws_a_holds.rows == a_rows && g_ws_a_holds.cols == a_cols &&
-          g_ws_a_holds.ld == lda && g_ws_a_holds.scale == alpha)) {
+    if (!A16 && !(same_a && g_ws_a_holds.src == A && g_ws_a_holds.rows == a_rows && g_ws_a_holds.cols == a_cols &&
+                  g_ws_a_holds.ld == lda && g_ws_a_holds.scale == alpha)) {
         pmt_bf16_convert(g_ws_a, A, a_rows, a_cols, lda, alpha);
         g_ws_a_holds.src = A;
         g_ws_a_holds.rows = a_rows;
@@ -316,8 +326,8 @@ static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float al
         g_ws_a_holds.ld = lda;
         g_ws_a_holds.scale = alpha;
     }
-    pmt_bf16_convert(g_ws_b, B, b_rows, b_cols, ldb, 1.0f);
-    matmul_run(ta, tb, M, N, K, g_ws_a, a_cols, g_ws_b, b_cols, beta != 0.0f, C, ldc);
+    if (!B16) pmt_bf16_convert(g_ws_b, B, b_rows, b_cols, ldb, 1.0f);
+    matmul_run(ta, tb, M, N, K, A16 ? A16 : g_ws_a, a_cols, B16 ? B16 : g_ws_b, b_cols, beta != 0.0f, C, ldc);
     pthread_mutex_unlock(&g_cache_lock);
 }
 
@@ -325,7 +335,8 @@ static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float al
 /* entry points                                                        */
 
 static void sgemm_on(pmt_gemm_backend backend, int same_a, int ta, int tb, int M, int N, int K, float alpha,
-                     const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+                     const float *A, const uint16_t *A16, int lda, const float *B, const uint16_t *B16, int ldb,
+                     float beta, float *C, int ldc) {
     assert(pmt_gemm_available(backend));
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {   /* C = beta · C: the libraries disagree on this edge, so it is done here */
@@ -334,23 +345,31 @@ static void sgemm_on(pmt_gemm_backend backend, int same_a, int ta, int tb, int M
         return;
     }
     const double t0 = pmt_profile_begin();
-    if (g_precision == PMT_PRECISION_BF16 && (beta == 0.0f || beta == 1.0f))
-        sgemm_bf16(same_a, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else if (backend == PMT_GEMM_ONEDNN)
-        sgemm_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else
-        sgemm_openblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (g_precision == PMT_PRECISION_BF16 && (beta == 0.0f || beta == 1.0f)) {
+        sgemm_bf16(same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
+    } else {
+        assert(A && B);
+        if (backend == PMT_GEMM_ONEDNN)
+            sgemm_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        else
+            sgemm_openblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
     pmt_profile_end(PMT_PHASE_GEMM, t0);
 }
 
 void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                   int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    sgemm_on(backend, 0, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_on(backend, 0, ta, tb, M, N, K, alpha, A, NULL, lda, B, NULL, ldb, beta, C, ldc);
 }
 
 void pmt_sgemm_same_a(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                       int ldb, float beta, float *C, int ldc) {
-    sgemm_on(PROJMT_GEMM_DEFAULT, 1, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    sgemm_on(PROJMT_GEMM_DEFAULT, 1, ta, tb, M, N, K, alpha, A, NULL, lda, B, NULL, ldb, beta, C, ldc);
+}
+
+void pmt_sgemm_lp(int same_a, int ta, int tb, int M, int N, int K, float alpha, const float *A, const uint16_t *A16,
+                  int lda, const float *B, const uint16_t *B16, int ldb, float beta, float *C, int ldc) {
+    sgemm_on(PROJMT_GEMM_DEFAULT, same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
 }
 
 void pmt_sgemm_in_task(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,

@@ -63,6 +63,17 @@ void pmt_sgemm_on(pmt_gemm_backend backend, int trans_a, int trans_b, int M, int
 void pmt_sgemm_same_a(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc);
 
+/* pmt_sgemm (same_a: pmt_sgemm_same_a) whose operands may come with their
+ * bf16 copies, kept by the caller so that no product converts the same
+ * matrix twice: A16 = bf16(alpha · A) and B16 = bf16(B), dense (leading
+ * dimension = the stored width, rows as stored), each NULL when there is
+ * none. In the bf16 precision a given copy replaces the conversion of its
+ * operand (which may then be NULL); the result is bit-identical to
+ * converting here. In fp32 the copies are ignored and A, B are required. */
+void pmt_sgemm_lp(int same_a, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                  const uint16_t *A16, int lda, const float *B, const uint16_t *B16, int ldb, float beta, float *C,
+                  int ldc);
+
 /* For the small per-task products inside an OpenMP parallel region (the
  * pooling-attention kernels run one per sentence and head): the active
  * backend on the calling thread only (both libraries run single-threaded
@@ -96,4 +107,7 @@ int pmt_gemm_precision(void);
  * (vcvtneps2bf16: NaN stays NaN; fp32 subnormals become ±0). Needs
  * avx512_bf16 (assert). The vectorised form of pmt_bf16_from_float. */
 void pmt_bf16_convert(uint16_t *dst, const float *src, int rows, int cols, int ld, float scale);
+/* One row of pmt_bf16_convert on the calling thread (for kernels that round
+ * a row they have just computed, inside their own parallel loop). */
+void pmt_bf16_convert_row(uint16_t *dst, const float *src, int cols, float scale);
 #endif

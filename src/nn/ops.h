@@ -40,6 +40,11 @@ void positional_table_init(float *pos, int Tmax, int C);
  * out [N, C], mean [N], rstd [N] (saved for backward), inp [N, C], w [C], b [C]. */
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                        const float *w, const float *b, int N, int C);
+/* The same, and out16 [N, C] = bf16(out) rounded per row while it is in
+ * cache (the next linear layer's inp16; nn/ops.h linear_bf16). Needs a CPU
+ * with native bf16 (as --precision bf16). */
+void layernorm_forward_lp(float *out, uint16_t *out16, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C);
 /* dinp [N, C] += ..., dw, db [C] += ... in one pass over the rows; scratch:
  * caller memory of layernorm_backward_scratch_floats(C) floats (overwritten)
  * for the per-chunk partial sums of dw/db. Bit-identical for any thread count. */
@@ -60,6 +65,39 @@ void linear_backward(float *dinp, float *dw, float *db, const float *dout,
  * (a BLAS may accumulate the product onto the preloaded bias there).
  * Backward: relu_backward_inplace, then linear_backward(_set). */
 void linear_relu_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT);
+
+/* ---- linear layers with caller-kept bf16 copies (the bf16 training precision) ----
+ * In --precision bf16 every product rounds its operands to bf16 (nn/gemm.h).
+ * A linear layer's input is an operand of its forward product and of its
+ * weight-gradient product, and its weight of the forward and the input-
+ * gradient product: converted per product, each is rounded twice per step.
+ * With these copies each is rounded once: the model keeps them in its arena.
+ *   inp16 [N, IN]: bf16(inp), written by the forward (or, with inp_rounded,
+ *                  by inp's producer in its own pass: layernorm_forward_lp,
+ *                  linear_relu_forward_lp) and read by backward;
+ *   w16 [OUT, IN]: bf16(w), rounded by the caller once per step;
+ *   dout16 [N, OUT]: bf16(α · dout), from a producer that rounds its output
+ *                   (the fused cross-entropy); then α is not applied again.
+ * Any of them NULL: converted per product, as the plain forms do. In fp32
+ * the copies are ignored, and these are the plain forms exactly; in bf16
+ * they give the plain forms' bits (the same roundings). */
+typedef struct linear_bf16 {
+    uint16_t *inp;
+    const uint16_t *w;
+    const uint16_t *dout;
+    int inp_rounded;
+} linear_bf16;
+void linear_forward_lp(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT,
+                       const linear_bf16 *lp);
+/* out16 [N, OUT] (may be NULL): also bf16(out), rounded per row in the
+ * bias + ReLU pass (the next layer's inp16). */
+void linear_relu_forward_lp(float *out, uint16_t *out16, const float *inp, const float *w, const float *b, int N,
+                            int IN, int OUT, const linear_bf16 *lp);
+/* dinp [N, IN] = dinp_beta · dinp + α · dout · w (dinp_beta 1: accumulate,
+ * 0: set; dinp may be NULL); dw += α · doutᵀ · inp; db += α · Σ_n dout (db
+ * may be NULL; when not, dout is required even with lp->dout). */
+void linear_backward_lp(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                        int N, int IN, int OUT, float dinp_beta, float alpha, const linear_bf16 *lp);
 
 /* ---- relu: out = max(inp, 0), n elements; backward uses the saved output ---- */
 void relu_forward(float *out, const float *inp, size_t n);
@@ -89,6 +127,10 @@ void dropout_residual_forward(float *out, const float *a, const float *sub, size
 void dropout_inplace_forward(float *x, size_t n, float p, uint64_t seed, uint64_t stream);
 void dropout_regen_backward_set(float *dinp, const float *dout, size_t n, float p, uint64_t seed,
                                 uint64_t stream);
+/* The same, and dinp16 = bf16(dinp) rounded in the same pass (the dout16
+ * of the linear layer behind; nn/ops.h linear_bf16). Needs native bf16. */
+void dropout_regen_backward_set_lp(float *dinp, uint16_t *dinp16, const float *dout, size_t n, float p,
+                                   uint64_t seed, uint64_t stream);
 
 /* ---- attention masks ----
  * Key j of sentence b is visible to query t iff j < klen[b] and (!causal || j <= t).
@@ -214,6 +256,14 @@ void crossentropy_backward(float *dlogits, const float *probs, const int32_t *ta
  * of counted rows; *correct as crossentropy_forward. */
 int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *logits, const int32_t *targets,
                        int N, int V, float eps, int32_t ignore_id, int *correct);
+/* crossentropy_fused that also rounds each gradient row, while it is in
+ * cache, to dlogits16 [N, V] = bf16(scale · dlogits) (0 for ignored rows):
+ * the dout16 of linear_backward_lp with α = scale, instead of a conversion
+ * pass over the [N, V] gradient in the next products. Needs a CPU with
+ * native bf16 (as --precision bf16). */
+int crossentropy_fused_bf16(float *loss, float *nll, float *dlogits, uint16_t *dlogits16, float scale,
+                            const float *logits, const int32_t *targets, int N, int V, float eps, int32_t ignore_id,
+                            int *correct);
 
 /* ---- overwrite variants for the model's scratch gradients ----
  * ops.h kernels accumulate into their gradients (the caller zeroes them).
@@ -232,6 +282,8 @@ void linear_backward_scaled_set(float *dinp, float *dw, float *db, const float *
                                 const float *w, int N, int IN, int OUT, float alpha);
 /* d = out > 0 ? d : 0 in place: relu_backward of d into a zeroed buffer. */
 void relu_backward_inplace(float *d, const float *out, size_t n);
+/* The same, and d16 = bf16(d) rounded in the same pass. Needs native bf16. */
+void relu_backward_inplace_lp(float *d, uint16_t *d16, const float *out, size_t n);
 /* dinp = dout * mask. */
 void dropout_backward_set(float *dinp, const float *dout, const float *mask, size_t n);
 

@@ -75,8 +75,8 @@ void positional_table_init(float *pos, int Tmax, int C) {
 /* out [N, C], mean [N], rstd [N], inp [N, C], w [C], b [C].
  * Two-pass mean/variance in double: the one-pass E[x²]−E[x]² form cancels
  * badly for rows with a large mean. Biased variance, as PyTorch. */
-void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                       const float *w, const float *b, int N, int C) {
+void layernorm_forward_lp(float *out, uint16_t *out16, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C) {
 #pragma omp parallel for schedule(static) if ((long)N * C > OPS_PAR_MIN)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -92,9 +92,15 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
         float *o = out + (size_t)n * C;
 #pragma omp simd
         for (int c = 0; c < C; c++) o[c] = (x[c] - mf) * rs * w[c] + b[c];
+        if (out16) pmt_bf16_convert_row(out16 + (size_t)n * C, o, C, 1.0f);
         mean[n] = mf;
         rstd[n] = rs;
     }
+}
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *w, const float *b, int N, int C) {
+    layernorm_forward_lp(out, NULL, mean, rstd, inp, w, b, N, C);
 }
 
 /* Row chunks of the LayerNorm backward: a fixed count, so the rows each
@@ -158,10 +164,19 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 
 /* ---- linear ---- */
 
+/* The A operand of a forward product: in bf16 with an inp16 slot, inp is
+ * rounded into the slot here, where backward's weight-gradient product
+ * finds it. */
+static const uint16_t *forward_input16(const float *inp, int N, int IN, const linear_bf16 *lp) {
+    if (!lp || !lp->inp || pmt_gemm_precision() != PMT_PRECISION_BF16) return NULL;
+    if (!lp->inp_rounded) pmt_bf16_convert(lp->inp, inp, N, IN, IN, 1.0f);
+    return lp->inp;
+}
+
 /* out [N, OUT] = inp [N, IN] · w [OUT, IN]ᵀ + b [OUT]. The bias is broadcast
  * into out first and sgemm adds onto it (beta = 1): one pass over out. */
-void linear_forward(float *out, const float *inp, const float *w, const float *b,
-                    int N, int IN, int OUT) {
+void linear_forward_lp(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT,
+                       const linear_bf16 *lp) {
     if (N <= 0 || OUT <= 0) return;
     float beta = 0.0f;
     if (b) {
@@ -169,15 +184,23 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OUT, b, sizeof(float) * OUT);
         beta = 1.0f;
     }
-    pmt_sgemm(0, 1, N, OUT, IN, 1.0f, inp, IN, w, IN, beta, out, OUT);
+    pmt_sgemm_lp(0, 0, 1, N, OUT, IN, 1.0f, inp, forward_input16(inp, N, IN, lp), IN, w, lp ? lp->w : NULL, IN,
+                 beta, out, OUT);
+}
+
+void linear_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT) {
+    linear_forward_lp(out, inp, w, b, N, IN, OUT, NULL);
 }
 
 /* out [N, OUT] = max(inp · wᵀ + b, 0): the GEMM writes (beta = 0) and one
  * pass adds the bias and applies the ReLU, instead of a bias broadcast
- * before the GEMM and a ReLU pass after it (two passes over [N, OUT]). */
-void linear_relu_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT) {
+ * before the GEMM and a ReLU pass after it (two passes over [N, OUT]); the
+ * same pass rounds the row for out16. */
+void linear_relu_forward_lp(float *out, uint16_t *out16, const float *inp, const float *w, const float *b, int N,
+                            int IN, int OUT, const linear_bf16 *lp) {
     if (N <= 0 || OUT <= 0) return;
-    pmt_sgemm(0, 1, N, OUT, IN, 1.0f, inp, IN, w, IN, 0.0f, out, OUT);
+    pmt_sgemm_lp(0, 0, 1, N, OUT, IN, 1.0f, inp, forward_input16(inp, N, IN, lp), IN, w, lp ? lp->w : NULL, IN,
+                 0.0f, out, OUT);
 #pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
     for (int n = 0; n < N; n++) {
         float *o = out + (size_t)n * OUT;
@@ -186,24 +209,30 @@ void linear_relu_forward(float *out, const float *inp, const float *w, const flo
             const float x = o[j] + b[j];
             o[j] = x > 0.0f ? x : 0.0f;
         }
+        if (out16) pmt_bf16_convert_row(out16 + (size_t)n * OUT, o, OUT, 1.0f);
     }
 }
 
-/* dinp [N, IN] = dinp_beta · dinp + α · dout · w; dw [OUT, IN] += α · doutᵀ · inp;
- * db [OUT] += α · Σ_n dout. dinp_beta is 1 (accumulate, ops.h) or 0 (set). */
-static void linear_backward_beta(float *dinp, float *dw, float *db, const float *dout,
-                                 const float *inp, const float *w, int N, int IN, int OUT,
-                                 float dinp_beta, float alpha) {
+void linear_relu_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT) {
+    linear_relu_forward_lp(out, NULL, inp, w, b, N, IN, OUT, NULL);
+}
+
+/* dout is the A of both products (stored [N, OUT] either way): without a
+ * dout16 its bf16 conversion by the first serves the second (same_a) — only
+ * when the first ran, or the workspace could hold an earlier matrix that
+ * lived at the same address. The input slot holds bf16(inp) from the
+ * forward pass. */
+void linear_backward_lp(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                        int N, int IN, int OUT, float dinp_beta, float alpha, const linear_bf16 *lp) {
     if (N <= 0 || IN <= 0) return;
     if (OUT <= 0) {
         if (dinp && dinp_beta == 0.0f) memset(dinp, 0, sizeof(float) * (size_t)N * IN);
         return;
     }
-    if (dinp)
-        pmt_sgemm(0, 0, N, IN, OUT, alpha, dout, OUT, w, IN, dinp_beta, dinp, IN);
-    /* dout is the A of both products (stored [N, OUT] either way): in bf16
-     * its conversion serves twice. */
-    pmt_sgemm_same_a(1, 0, OUT, IN, N, alpha, dout, OUT, inp, IN, 1.0f, dw, IN);
+    const int bf16 = lp && pmt_gemm_precision() == PMT_PRECISION_BF16;
+    const uint16_t *dout16 = bf16 ? lp->dout : NULL, *w16 = bf16 ? lp->w : NULL, *inp16 = bf16 ? lp->inp : NULL;
+    if (dinp) pmt_sgemm_lp(0, 0, 0, N, IN, OUT, alpha, dout, dout16, OUT, w, w16, IN, dinp_beta, dinp, IN);
+    pmt_sgemm_lp(dinp != NULL, 1, 0, OUT, IN, N, alpha, dout, dout16, OUT, inp, inp16, IN, 1.0f, dw, IN);
     if (!db) return;
     const int nblk = (OUT + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
 #pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
@@ -222,17 +251,17 @@ static void linear_backward_beta(float *dinp, float *dw, float *db, const float 
 
 void linear_backward(float *dinp, float *dw, float *db, const float *dout,
                      const float *inp, const float *w, int N, int IN, int OUT) {
-    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 1.0f, 1.0f);
+    linear_backward_lp(dinp, dw, db, dout, inp, w, N, IN, OUT, 1.0f, 1.0f, NULL);
 }
 
 void linear_backward_set(float *dinp, float *dw, float *db, const float *dout,
                          const float *inp, const float *w, int N, int IN, int OUT) {
-    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f, 1.0f);
+    linear_backward_lp(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f, 1.0f, NULL);
 }
 
 void linear_backward_scaled_set(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                                 const float *w, int N, int IN, int OUT, float alpha) {
-    linear_backward_beta(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f, alpha);
+    linear_backward_lp(dinp, dw, db, dout, inp, w, N, IN, OUT, 0.0f, alpha, NULL);
 }
 
 /* ---- relu ---- */
@@ -252,6 +281,21 @@ void relu_backward(float *dinp, const float *dout, const float *out, size_t n) {
 void relu_backward_inplace(float *d, const float *out, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
     for (size_t i = 0; i < n; i++) d[i] = out[i] > 0.0f ? d[i] : 0.0f;
+}
+
+/* The element-wise kernels that also round their output work in chunks
+ * small enough to be rounded from L1 right after they are written. */
+#define ROUND_CHUNK 2048
+
+void relu_backward_inplace_lp(float *d, uint16_t *d16, const float *out, size_t n) {
+    const long chunks = (long)((n + ROUND_CHUNK - 1) / ROUND_CHUNK);
+#pragma omp parallel for schedule(static) if (n > OPS_PAR_MIN)
+    for (long k = 0; k < chunks; k++) {
+        const size_t lo = (size_t)k * ROUND_CHUNK, hi = lo + ROUND_CHUNK < n ? lo + ROUND_CHUNK : n;
+#pragma omp simd
+        for (size_t i = lo; i < hi; i++) d[i] = out[i] > 0.0f ? d[i] : 0.0f;
+        pmt_bf16_convert_row(d16 + lo, d + lo, (int)(hi - lo), 1.0f);
+    }
 }
 
 /* ---- residual ---- */
@@ -340,6 +384,19 @@ void dropout_regen_backward_set(float *dinp, const float *dout, size_t n, float 
     const dropout_stream_t d = dropout_stream_init(p, seed, stream);
 #pragma omp parallel for simd schedule(static) if (n > OPS_PAR_MIN)
     for (size_t i = 0; i < n; i++) dinp[i] = dout[i] * dropout_mask_at(&d, i);
+}
+
+void dropout_regen_backward_set_lp(float *dinp, uint16_t *dinp16, const float *dout, size_t n, float p,
+                                   uint64_t seed, uint64_t stream) {
+    const dropout_stream_t d = dropout_stream_init(p, seed, stream);
+    const long chunks = (long)((n + ROUND_CHUNK - 1) / ROUND_CHUNK);
+#pragma omp parallel for schedule(static) if (n > OPS_PAR_MIN)
+    for (long k = 0; k < chunks; k++) {
+        const size_t lo = (size_t)k * ROUND_CHUNK, hi = lo + ROUND_CHUNK < n ? lo + ROUND_CHUNK : n;
+#pragma omp simd
+        for (size_t i = lo; i < hi; i++) dinp[i] = dout[i] * dropout_mask_at(&d, i);
+        pmt_bf16_convert_row(dinp16 + lo, dinp + lo, (int)(hi - lo), 1.0f);
+    }
 }
 
 /* out may alias inp: the update is elementwise. */

@@ -13,8 +13,10 @@
  */
 #include "nn/ops.h"
 #include "nn/ops_internal.h"
+#include "nn/gemm.h"
 
 #include <math.h>
+#include <string.h>
 
 /* Logits per block of the argmax scan: a few vectors, so the early exit
  * comes soon after the first maximal logit. */
@@ -81,9 +83,11 @@ int crossentropy_forward(float *loss, float *probs, const float *logits,
 
 /* See ops.h. Per row: stats (one read), exp into d with the sum (one
  * write), then d = e/Σ − ε/V in place (one read-modify-write), and the
- * target's −(1−ε). */
-int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *logits, const int32_t *targets,
-                       int N, int V, float eps, int32_t ignore_id, int *correct) {
+ * target's −(1−ε); with dlogits16, the row's bf16 rounding while it is in
+ * cache. */
+static int crossentropy_fused_rows(float *loss, float *nll, float *dlogits, uint16_t *dlogits16, float scale,
+                                   const float *logits, const int32_t *targets, int N, int V, float eps,
+                                   int32_t ignore_id, int *correct) {
     int counted = 0, ncorrect = 0;
     const float off = eps / V;
 #pragma omp parallel for schedule(static) reduction(+ : counted, ncorrect)
@@ -94,6 +98,7 @@ int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *log
         if (tg == ignore_id) {
 #pragma omp simd
             for (int j = 0; j < V; j++) d[j] = 0.0f;
+            if (dlogits16) memset(dlogits16 + (size_t)n * V, 0, sizeof(uint16_t) * V);
             loss[n] = 0.0f;
             if (nll) nll[n] = 0.0f;
             continue;
@@ -105,6 +110,7 @@ int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *log
         const float ltg = l[tg];
         const double sume = ops_softmax_from_max_minus(d, l, V, mx, off);
         d[tg] -= 1.0f - eps;
+        if (dlogits16) pmt_bf16_convert_row(dlogits16 + (size_t)n * V, d, V, scale);
         const double lse = (double)mx + log(sume);
         loss[n] = (float)(lse - (1.0 - eps) * (double)ltg - ((double)eps / V) * suml);
         if (nll) nll[n] = (float)(lse - (double)ltg);
@@ -113,6 +119,18 @@ int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *log
     }
     if (correct) *correct = ncorrect;
     return counted;
+}
+
+int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *logits, const int32_t *targets,
+                       int N, int V, float eps, int32_t ignore_id, int *correct) {
+    return crossentropy_fused_rows(loss, nll, dlogits, NULL, 1.0f, logits, targets, N, V, eps, ignore_id, correct);
+}
+
+int crossentropy_fused_bf16(float *loss, float *nll, float *dlogits, uint16_t *dlogits16, float scale,
+                            const float *logits, const int32_t *targets, int N, int V, float eps, int32_t ignore_id,
+                            int *correct) {
+    return crossentropy_fused_rows(loss, nll, dlogits, dlogits16, scale, logits, targets, N, V, eps, ignore_id,
+                                   correct);
 }
 
 /* dlogits [N, V] = (probs − q) · dloss_scale, SET (not accumulated); rows

@@ -139,8 +139,9 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
         double t0 = pmt_now_seconds(), c0 = pmt_cpu_seconds();
         pmt_stats st;
         pmt_model_zero_grad(&m);
-        double loss = pmt_model_forward(&m, b, 1, cfg->seed + (uint64_t)i, &st);
-        pmt_model_backward(&m, b, st.tokens);
+        int targets = 0;   /* the loss denominator: counted (non-pad) target tokens */
+        for (int k = 0; k < b->B * b->T; k++) targets += b->tgt_out[k] != PMT_PAD_ID;
+        double loss = pmt_model_train_step(&m, b, cfg->seed + (uint64_t)i, targets, &st);
         double norm, lr;
         const double t_opt = pmt_profile_begin();
         pmt_optim_step(&opt, m.params, m.grads, loss, i + 1, &norm, &lr);

@@ -312,8 +312,7 @@ static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
         const pmt_batch *b = pmt_batcher_fill_part(&t->train_b, epoch, first + k, rank, ranks);
         if (b->B == 0) continue;  /* fewer pairs than ranks: nothing for this one */
         pmt_stats s;
-        pmt_model_forward(&t->model, b, 1, dropout_seed(st->seed, st->step, k * ranks + rank), &s);
-        pmt_model_backward(&t->model, b, denominator);
+        pmt_model_train_step(&t->model, b, dropout_seed(st->seed, st->step, k * ranks + rank), denominator, &s);
         sum.loss_sum += s.loss_sum;
         sum.nll_sum += s.nll_sum;
         sum.tokens += s.tokens;
