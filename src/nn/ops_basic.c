@@ -393,8 +393,9 @@ void dropout_regen_backward_set_lp(float *dinp, uint16_t *dinp16, const float *d
 #pragma omp parallel for schedule(static) if (n > OPS_PAR_MIN)
     for (long k = 0; k < chunks; k++) {
         const size_t lo = (size_t)k * ROUND_CHUNK, hi = lo + ROUND_CHUNK < n ? lo + ROUND_CHUNK : n;
+        const dropout_stream_t dk = d;   /* a private copy: the shared one's loads stop the vectoriser */
 #pragma omp simd
-        for (size_t i = lo; i < hi; i++) dinp[i] = dout[i] * dropout_mask_at(&d, i);
+        for (size_t i = lo; i < hi; i++) dinp[i] = dout[i] * dropout_mask_at(&dk, i);
         pmt_bf16_convert_row(dinp16 + lo, dinp + lo, (int)(hi - lo), 1.0f);
     }
 }
