@@ -6,7 +6,10 @@
  * requantising dequantised int8 weights gives back the same integers (why
  * the decoder may requantise what an int8 file loaded); int8 and bf16
  * decoders' log-probabilities stay close to the fp32 decoder's over several
- * steps with both attention forms, and repeat exactly from run to run.
+ * steps with both attention forms, and repeat exactly from run to run;
+ * the packed int8 matmul (the decoder's) gives the bits of the per-call
+ * integer GEMM for row counts on and off its multiples of 8, reusing its
+ * primitives, and with bias or without.
  * The bf16 half needs a CPU with avx512_bf16 and says so when skipped.
  */
 #include <math.h>
@@ -65,6 +68,36 @@ static void test_kernel(void) {
     pmt_int8_quantize_rows(again, scale2, wd, OUT, IN);
     CHECK(memcmp(again, wq, sizeof wq) == 0);
     for (int o = 0; o < OUT; o++) CHECK(fabsf(scale2[o] - w_scale[o]) <= w_scale[o] * 1e-6f);
+}
+
+static void test_packed_int8(void) {
+    enum { IN = 48, OUT = 37, MAX_ROWS = 21 };   /* 21 rows: primitives of 8, 16 and 24 */
+    static float x[MAX_ROWS * IN], w[OUT * IN], b[OUT], w_scale[OUT], plain[MAX_ROWS * OUT], packed[(MAX_ROWS + 1) * OUT];
+    static int8_t wq[OUT * IN], xq[24 * IN], xq2[24 * IN];
+    static float x_scale[24], x_scale2[24];
+    static int32_t acc[24 * OUT], acc2[24 * OUT];
+    char err[256];
+    pmt_rng r = {9};
+    for (int i = 0; i < MAX_ROWS * IN; i++) x[i] = (float)pmt_rng_normal(&r);
+    for (int i = 0; i < OUT * IN; i++) w[i] = (float)pmt_rng_normal(&r) * 0.1f;
+    for (int o = 0; o < OUT; o++) b[o] = (float)o * 0.03f - 0.5f;
+    pmt_int8_quantize_rows(wq, w_scale, w, OUT, IN);
+    CHECK(pmt_int8_matmul_rows(1) == 8 && pmt_int8_matmul_rows(8) == 8 && pmt_int8_matmul_rows(21) == 24);
+    pmt_int8_matmul *mm = pmt_int8_matmul_init(wq, IN, OUT, MAX_ROWS, err, sizeof err);
+    CHECK_MSG(mm != NULL, "%s", err);
+    if (!mm) return;
+    pmt_int8_scratch s = {xq, x_scale, acc}, s2 = {xq2, x_scale2, acc2};   /* own scratch: no stale rows shared */
+    static const int rows[] = {1, 7, 8, 9, 16, 21, 3, 21};
+    for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
+        const float *bias = k % 2 ? b : NULL;
+        linear_forward_int8(plain, x, wq, w_scale, bias, rows[k], IN, OUT, &s);
+        memset(packed, 0xff, sizeof packed);
+        memset(acc2, 0x5a, sizeof acc2);
+        linear_forward_int8_packed(packed, x, mm, w_scale, bias, rows[k], &s2);
+        CHECK_MSG(memcmp(plain, packed, sizeof(float) * rows[k] * OUT) == 0, "packed int8 differs at %d rows", rows[k]);
+        CHECK_MSG(((uint32_t *)packed)[rows[k] * OUT] == 0xffffffffu, "packed int8 wrote past row %d", rows[k]);
+    }
+    pmt_int8_matmul_free(mm);
 }
 
 static void test_bf16_kernel(void) {
@@ -194,6 +227,7 @@ static void test_decoder(void) {
 
 int main(void) {
     test_kernel();
+    test_packed_int8();
     if (pmt_cpu_has_bf16()) test_bf16_kernel();
     else printf("SKIPPED (part): bf16 kernel and decoder: this CPU has no avx512_bf16\n");
     test_decoder();

@@ -42,6 +42,27 @@ typedef struct pmt_int8_scratch {
 void linear_forward_int8(float *out, const float *in, const int8_t *wq, const float *w_scale, const float *b,
                          int N, int IN, int OUT, const pmt_int8_scratch *scratch);
 
+/* The same product with the weights packed once into oneDNN's layout for
+ * its int8 matmul (brgemm, AVX-512 VNNI): dnnl_gemm_s8s8s32 packs them on
+ * every call, which is most of the work at a decoding step's few rows.
+ * oneDNN 2.6 only picks brgemm for a fixed row count, so the matmul keeps
+ * one primitive per multiple of 8 rows, built on first use (~0.15 ms each);
+ * a call multiplies its rows padded up to that multiple. Exact integer
+ * accumulation either way: linear_forward_int8_packed gives the bits of
+ * linear_forward_int8. Opaque; owns the packed copy. One matmul must not
+ * run on two threads at once (the decoder's lanes each have their own). */
+typedef struct pmt_int8_matmul pmt_int8_matmul;
+/* Packs wq [OUT, IN] for products of up to max_rows rows. NULL with err. */
+pmt_int8_matmul *pmt_int8_matmul_init(const int8_t *wq, int IN, int OUT, int max_rows, char *err, size_t errlen);
+void pmt_int8_matmul_free(pmt_int8_matmul *mm);
+/* Rows the scratch of linear_forward_int8_packed needs for N <= max_rows:
+ * N rounded up to a multiple of 8 (xq and acc of that many rows). */
+int pmt_int8_matmul_rows(int N);
+/* As linear_forward_int8 with the packed weights of mm (w_scale, b as
+ * there); scratch rows: pmt_int8_matmul_rows(max_rows). */
+void linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale,
+                                const float *b, int N, const pmt_int8_scratch *scratch);
+
 /* bf16: the upper 16 bits of x rounded to nearest even (NaN stays NaN). */
 uint16_t pmt_bf16_from_float(float x);
 float pmt_bf16_to_float(uint16_t h);

@@ -57,14 +57,17 @@ static int lower_matrix(pmt_decoder *d, const float *w, int rows, int with_bias,
         d->bf16[i] = pmt_bf16_matmul_init(w, t->cols, rows, with_bias, err, errlen);
         return d->bf16[i] ? 0 : -1;
     }
-    d->q8[i] = malloc((size_t)rows * t->cols);
+    int8_t *wq = malloc((size_t)rows * t->cols);
     d->q8_scale[i] = malloc((size_t)rows * sizeof(float));
-    if (!d->q8[i] || !d->q8_scale[i]) {
+    if (!wq || !d->q8_scale[i]) {
+        free(wq);
         snprintf(err, errlen, "decoder: out of memory for int8 weights");
         return -1;
     }
-    pmt_int8_quantize_rows(d->q8[i], d->q8_scale[i], w, rows, t->cols);
-    return 0;
+    pmt_int8_quantize_rows(wq, d->q8_scale[i], w, rows, t->cols);
+    d->q8[i] = pmt_int8_matmul_init(wq, t->cols, rows, d->max_rows, err, errlen);
+    free(wq);
+    return d->q8[i] ? 0 : -1;
 }
 
 /* Low-precision forms of every matrix a step multiplies by, and their scratch. 0, or -1 with err. */
@@ -78,10 +81,11 @@ static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
     d->q8 = calloc((size_t)m->n_tensors, sizeof *d->q8);
     d->q8_scale = calloc((size_t)m->n_tensors, sizeof *d->q8_scale);
     d->bf16 = calloc((size_t)m->n_tensors, sizeof *d->bf16);
-    if (int8) {
-        d->q8_scratch.xq = malloc(R * widest_in);
-        d->q8_scratch.x_scale = malloc(R * sizeof(float));
-        d->q8_scratch.acc = malloc(R * widest * sizeof(int32_t));
+    if (int8) {   /* the packed products pad their rows to a multiple of 8 */
+        const size_t R8 = (size_t)pmt_int8_matmul_rows(d->max_rows);
+        d->q8_scratch.xq = malloc(R8 * widest_in);
+        d->q8_scratch.x_scale = malloc(R8 * sizeof(float));
+        d->q8_scratch.acc = malloc(R8 * widest * sizeof(int32_t));
     } else {
         d->bf16_scratch = malloc(R * widest_in * sizeof *d->bf16_scratch);
     }
@@ -113,7 +117,7 @@ static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
 
 static void free_lowp(pmt_decoder *d) {
     for (int i = 0; d->q8 && i < d->m->n_tensors; i++) {
-        free(d->q8[i]);
+        pmt_int8_matmul_free(d->q8[i]);
         free(d->q8_scale[i]);
         if (d->bf16) pmt_bf16_matmul_free(d->bf16[i]);
     }
@@ -132,7 +136,7 @@ static void free_lowp(pmt_decoder *d) {
 static void linear_rows(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
                         int IN, int OUT) {
     const int i = d->q8 ? tensor_at(d->m, w) : -1;
-    if (i >= 0 && d->q8[i]) linear_forward_int8(out, in, d->q8[i], d->q8_scale[i], b, N, IN, OUT, &d->q8_scratch);
+    if (i >= 0 && d->q8[i]) linear_forward_int8_packed(out, in, d->q8[i], d->q8_scale[i], b, N, &d->q8_scratch);
     else if (i >= 0 && d->bf16[i]) linear_forward_bf16(out, in, d->bf16[i], b, N, d->bf16_scratch, d->bf16_pad);
     else linear_forward(out, in, w, b, N, IN, OUT);
 }

@@ -94,10 +94,10 @@ typedef struct pmt_decoder {
      * views (serve's heatmap) set it; the search leaves it NULL. */
     float *cross_probs_out;
     /* Low-precision steps (m->decode_weights int8 or bf16): per tensor of
-     * the model, the int8 rows and row scales, or the bf16 matmul, of the
+     * the model, the packed int8 matmul and row scales, or the bf16 matmul, of the
      * matrices a step multiplies by (NULL for the others), and the
      * activation scratch of nn/gemm_lowp.h. */
-    int8_t **q8;                 /* [n_tensors] */
+    pmt_int8_matmul **q8;        /* [n_tensors] packed int8 weights */
     float **q8_scale;            /* [n_tensors] */
     pmt_int8_scratch q8_scratch;
     pmt_bf16_matmul **bf16;      /* [n_tensors] */
