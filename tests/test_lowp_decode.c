@@ -9,7 +9,8 @@
  * steps with both attention forms, and repeat exactly from run to run;
  * the packed int8 matmul (the decoder's) gives the bits of the per-call
  * integer GEMM for row counts on and off its multiples of 8, reusing its
- * primitives, and with bias or without.
+ * primitives, and with bias or without; the encoder runs in the decoder's
+ * precision too (its output moves off the fp32 one, within the roundings).
  * The bf16 half needs a CPU with avx512_bf16 and says so when skipped.
  */
 #include <math.h>
@@ -162,13 +163,14 @@ static void test_bf16_kernel(void) {
 
 /* Log-probabilities of STEPS greedy-fed steps of a random model, with the
  * decoder multiplying in fp32 or int8. */
-enum { VOCAB = 50, STEPS = 6, SENT = 2, BEAM = 2, S = 5 };
+enum { VOCAB = 50, STEPS = 6, SENT = 2, BEAM = 2, S = 5, DM = 32 };
 
-static void run_decoder(const int kinds[PMT_SITES], int weights, float *logp) {
+/* logp as above; enc [SENT*S, DM]: the encoder output the decoder started from. */
+static void run_decoder(const int kinds[PMT_SITES], int weights, float *logp, float *enc) {
     pmt_config cfg;
     char err[256];
     pmt_config_defaults(&cfg);
-    cfg.d_model = 32;
+    cfg.d_model = DM;
     cfg.n_heads = 4;
     cfg.d_ff = 64;
     cfg.enc_layers = 2;
@@ -183,6 +185,7 @@ static void run_decoder(const int kinds[PMT_SITES], int weights, float *logp) {
     CHECK_MSG(pmt_decoder_init(&d, &m, SENT, BEAM, err, sizeof err) == 0, "%s", err);
     const int32_t src[SENT * S] = {5, 6, 7, 8, 3, 9, 10, 11, 3, 0}, src_len[SENT] = {5, 4};
     CHECK_MSG(pmt_decoder_start(&d, src, src_len, SENT, S, BEAM, 10, err, sizeof err) == 0, "%s", err);
+    memcpy(enc, d.enc_out, sizeof(float) * SENT * S * DM);
     int32_t tok[SENT * BEAM] = {2, 2, 2, 2};
     for (int t = 0; t < STEPS; t++) {
         pmt_decoder_step(&d, tok);
@@ -196,15 +199,23 @@ static void run_decoder(const int kinds[PMT_SITES], int weights, float *logp) {
 
 static void test_decoder(void) {
     enum { N = STEPS * SENT * BEAM * VOCAB };
-    static float f32[N], q8[N], q8_again[N];
+    static float f32[N], q8[N], q8_again[N], enc32[SENT * S * DM], enc8[SENT * S * DM];
     const int forms[2][PMT_SITES] = {{0, 0, 0}, {1, 1, 1}};
     const int types[2] = {PMT_WEIGHTS_INT8, PMT_WEIGHTS_BF16};
     for (int j = 0; j < 4; j++) {
         const int k = j % 2, type = types[j / 2];
         if (type == PMT_WEIGHTS_BF16 && !pmt_cpu_has_bf16()) continue;
-        run_decoder(forms[k], PMT_WEIGHTS_FP32, f32);
-        run_decoder(forms[k], type, q8);
-        run_decoder(forms[k], type, q8_again);
+        run_decoder(forms[k], PMT_WEIGHTS_FP32, f32, enc32);
+        run_decoder(forms[k], type, q8, enc8);
+        run_decoder(forms[k], type, q8_again, enc8);
+        double e_diff = 0, e_norm = 0;
+        for (int i = 0; i < SENT * S * DM; i++) {
+            e_diff += ((double)enc8[i] - enc32[i]) * ((double)enc8[i] - enc32[i]);
+            e_norm += (double)enc32[i] * enc32[i];
+        }
+        /* LayerNormed rows: a relative L2 change of a few 1e-3 from int8. */
+        CHECK_MSG(e_diff > 0 && sqrt(e_diff / e_norm) < 0.03, "%s, %s: encoder output moved by %g (relative L2)",
+                  k ? "projection" : "standard", pmt_weight_type_name(type), sqrt(e_diff / e_norm));
         double worst = 0, sum = 0, spread = 0;
         int differ = 0;
         for (int i = 0; i < N; i++) {

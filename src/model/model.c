@@ -105,6 +105,7 @@ struct pmt_model_activations {
 
     /* shapes of the last forward pass */
     int B, S, T;
+    const pmt_linear_hook *linear_hook;   /* this encoder pass's products (NULL: fp32 params) */
     uint64_t dropout_seed;
     int train;
 };
@@ -682,6 +683,14 @@ static inline linear_bf16 lp_of(const pmt_model *m, uint16_t *inp16, const float
     return (linear_bf16){inp16, m->params16 + (w - m->params), NULL, inp_rounded};
 }
 
+/* A forward linear layer: through the pass's hook when it has one. */
+static void model_linear(pmt_model *m, float *out, const float *in, const float *w, const float *b, int N, int IN,
+                         int OUT, const linear_bf16 *lp) {
+    const pmt_linear_hook *hook = m->act->linear_hook;
+    if (hook) hook->linear(hook->ctx, out, in, w, b, N, IN, OUT);
+    else linear_forward_lp(out, in, w, b, N, IN, OUT, lp);
+}
+
 /* params16 = bf16(params), in rows so the conversion runs on every thread. */
 static void round_params_bf16(pmt_model *m) {
     enum { ROW = 4096 };
@@ -721,10 +730,10 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
         const linear_bf16 q_lp = lp_of(m, a->ln16, p->wqkv, 1);
         if (io->memory) {   /* Q on the decoder stream, K|V on the memory */
             const linear_bf16 kv_lp = lp_of(m, m->act->enc_out16, p->wqkv + (size_t)C * C, 1);
-            linear_forward_lp(a->q, a->ln, p->wqkv, p->bqkv, Nq, C, C, &q_lp);
-            linear_forward_lp(a->k, mem, p->wqkv + (size_t)C * C, p->bqkv + C, Nk, C, 2 * C, &kv_lp);
+            model_linear(m, a->q, a->ln, p->wqkv, p->bqkv, Nq, C, C, &q_lp);
+            model_linear(m, a->k, mem, p->wqkv + (size_t)C * C, p->bqkv + C, Nk, C, 2 * C, &kv_lp);
         } else {
-            linear_forward_lp(a->q, a->ln, p->wqkv, p->bqkv, Nq, C, 3 * C, &q_lp);
+            model_linear(m, a->q, a->ln, p->wqkv, p->bqkv, Nq, C, 3 * C, &q_lp);
         }
         const double t0 = pmt_profile_begin();
         attention_forward(a->att, a->probs, a->q, a->k, a->v, a->ldq, a->ldkv, io->klen, io->causal,
@@ -743,13 +752,18 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
         pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     }
     const linear_bf16 o_lp = lp_of(m, a->att16, p->wo, 0);
-    linear_forward_lp(a->out, a->att, p->wo, p->bo, Nq, C, C, &o_lp);
+    model_linear(m, a->out, a->att, p->wo, p->bo, Nq, C, C, &o_lp);
 }
 
 static void ffn_sublayer_forward(pmt_model *m, const pmt_ffn_params *p, block_act *a, int N) {
     const linear_bf16 up_lp = lp_of(m, a->ln16, p->w1, 1), down_lp = lp_of(m, a->h16, p->w2, 1);
-    linear_relu_forward_lp(a->h, slot16(m, a->h16), a->ln, p->w1, p->b1, N, m->C, m->F, &up_lp);
-    linear_forward_lp(a->out, a->h, p->w2, p->b2, N, m->F, m->C, &down_lp);
+    if (m->act->linear_hook) {
+        model_linear(m, a->h, a->ln, p->w1, p->b1, N, m->C, m->F, NULL);
+        relu_forward(a->h, a->h, (size_t)N * m->F);
+    } else {
+        linear_relu_forward_lp(a->h, slot16(m, a->h16), a->ln, p->w1, p->b1, N, m->C, m->F, &up_lp);
+    }
+    model_linear(m, a->out, a->h, p->w2, p->b2, N, m->F, m->C, &down_lp);
 }
 
 /* The dropout probability of this pass: 0 unless training. */
@@ -820,10 +834,13 @@ static void check_batch_fits(const pmt_model *m, int B, int S, int T) {
     }
 }
 
-void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len, int B, int S, float *enc_out) {
+void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len, int B, int S,
+                      const pmt_linear_hook *hook, float *enc_out) {
     check_batch_fits(m, B, S, 1);
     m->act->train = 0;
+    m->act->linear_hook = hook;
     encoder_forward(m, src, src_len, B, S);
+    m->act->linear_hook = NULL;
     memcpy(enc_out, m->act->enc_out, (size_t)B * S * m->C * sizeof(float));
 }
 
@@ -843,6 +860,7 @@ static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t drop
     A->train = train;
     A->dropout_seed = dropout_seed;
     A->logits16_scale = 0.0f;
+    A->linear_hook = NULL;
     if (train && m->params16) round_params_bf16(m);
     encoder_forward(m, b->src, b->src_len, b->B, b->S);
     decoder_forward(m, b);

@@ -178,9 +178,18 @@ void pmt_model_output_probs(const pmt_model *m, float *out);
  * batch's S or T as the site implies; valid until the next forward pass. */
 const float *pmt_model_attention_weights(const pmt_model *m, int site, int layer);
 
+/* How an encoder pass multiplies by a linear layer's weight matrix: out
+ * [N, OUT] = in [N, IN] · wᵀ + b, w the first OUT rows of a parameter
+ * tensor starting at w (nn/ops.h layout). The decoder hands its int8 or
+ * bf16 matmuls of the exported weights this way, so the encoder runs in the
+ * weights' precision as the decoder steps do. */
+typedef struct pmt_linear_hook {
+    void (*linear)(void *ctx, float *out, const float *in, const float *w, const float *b, int N, int IN, int OUT);
+    void *ctx;
+} pmt_linear_hook;
 /* Encoder only: writes the final encoder output [B*S, C] into enc_out
- * (caller-owned), for decoding. */
-void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len,
-                      int B, int S, float *enc_out);
+ * (caller-owned), for decoding. hook NULL: the fp32 parameters. */
+void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len, int B, int S,
+                      const pmt_linear_hook *hook, float *enc_out);
 
 #endif

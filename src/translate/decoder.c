@@ -42,72 +42,101 @@ static int tensor_at(const pmt_model *m, const float *w) {
     return lo;
 }
 
-/* The int8 copy (model_file.h's per-row scheme) or bf16 matmul of the
- * first `rows` rows of the tensor starting at w, once: a step multiplies
- * by all of a fused self-attention Q|K|V matrix but only by the Q rows of
- * a cross-attention one (its K|V rows run once per batch, in fp32, at
- * start). Rows are quantised each by itself, so a prefix gives the rows
- * of the whole. 0, or -1 with err. */
+/* One matrix in the decoder's low-precision form: the first `rows` rows of
+ * a parameter tensor from w (a fused Q|K|V matrix is lowered as its parts:
+ * self-attention all of it, cross-attention its Q rows for the steps and
+ * its K|V rows for the memory, once per batch). Rows are quantised each by
+ * itself, so a part gives the rows of the whole. */
+struct pmt_lowp_matrix {
+    const float *w;
+    int rows;
+    pmt_int8_matmul *q8;         /* int8: packed weights ... */
+    float *q8_scale;             /* ... and their row scales [rows] */
+    pmt_bf16_matmul *bf16;       /* bf16 */
+};
+
+static const struct pmt_lowp_matrix *find_lowp(const pmt_decoder *d, const float *w) {
+    for (int i = 0; i < d->n_lowp; i++)
+        if (d->lowp[i].w == w) return &d->lowp[i];
+    return NULL;
+}
+
+/* Rows a product of the decoder may have: a step's, or an encoder pass's. */
+static int lowp_rows(const pmt_decoder *d) { return d->max_rows > d->m->max_rows ? d->max_rows : d->m->max_rows; }
+
+/* Lowers rows [0, rows) of the tensor starting at w, once. 0, or -1 with err. */
 static int lower_matrix(pmt_decoder *d, const float *w, int rows, int with_bias, char *err, size_t errlen) {
-    const int i = tensor_at(d->m, w);
-    const pmt_tensor *t = &d->m->tensors[i];
-    assert(w == d->m->params + t->offset && rows <= t->rows);
-    if (d->q8[i] || d->bf16[i]) return 0;   /* the embedding serves every step */
+    if (find_lowp(d, w)) return 0;   /* the embedding serves every step */
+    const pmt_tensor *t = &d->m->tensors[tensor_at(d->m, w)];
+    assert(w >= d->m->params + t->offset && w + (size_t)rows * t->cols <= d->m->params + t->offset + t->size);
+    struct pmt_lowp_matrix *lm = &d->lowp[d->n_lowp++];
+    lm->w = w;
+    lm->rows = rows;
     if (d->m->decode_weights == PMT_WEIGHTS_BF16) {
-        d->bf16[i] = pmt_bf16_matmul_init(w, t->cols, rows, with_bias, err, errlen);
-        return d->bf16[i] ? 0 : -1;
+        lm->bf16 = pmt_bf16_matmul_init(w, t->cols, rows, with_bias, err, errlen);
+        return lm->bf16 ? 0 : -1;
     }
     int8_t *wq = malloc((size_t)rows * t->cols);
-    d->q8_scale[i] = malloc((size_t)rows * sizeof(float));
-    if (!wq || !d->q8_scale[i]) {
+    lm->q8_scale = malloc((size_t)rows * sizeof(float));
+    if (!wq || !lm->q8_scale) {
         free(wq);
         snprintf(err, errlen, "decoder: out of memory for int8 weights");
         return -1;
     }
-    pmt_int8_quantize_rows(wq, d->q8_scale[i], w, rows, t->cols);
-    d->q8[i] = pmt_int8_matmul_init(wq, t->cols, rows, d->max_rows, err, errlen);
+    pmt_int8_quantize_rows(wq, lm->q8_scale, w, rows, t->cols);
+    lm->q8 = pmt_int8_matmul_init(wq, t->cols, rows, lowp_rows(d), err, errlen);
     free(wq);
-    return d->q8[i] ? 0 : -1;
+    return lm->q8 ? 0 : -1;
 }
 
-/* Low-precision forms of every matrix a step multiplies by, and their scratch. 0, or -1 with err. */
+/* Lowers a linear layer's matrix (NULL: the site has none, projection). */
+static int lower_linear(pmt_decoder *d, const float *w, int rows, char *err, size_t errlen) {
+    return w ? lower_matrix(d, w, rows, 1, err, errlen) : 0;
+}
+
+/* Low-precision forms of every matrix the encoder and a step multiply by,
+ * and their scratch. 0, or -1 with err. */
 static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
     const pmt_model *m = d->m;
-    /* Widest product of a step: the logits, the FFN or the fused Q|K|V. */
-    const size_t R = (size_t)d->max_rows, widest_vf = (size_t)(m->V > m->F ? m->V : m->F);
-    const size_t widest = widest_vf > (size_t)3 * m->C ? widest_vf : (size_t)3 * m->C;
-    const size_t widest_in = (size_t)(m->F > m->C ? m->F : m->C);
+    const int C = m->C, F = m->F;
+    /* Widest products: a step's logits, FFN or fused Q|K|V; an encoder
+     * pass's FFN or Q|K|V (never the logits). */
+    const size_t R = (size_t)pmt_int8_matmul_rows(d->max_rows), RE = (size_t)pmt_int8_matmul_rows(m->max_rows);
+    const size_t wide_fqkv = (size_t)(F > 3 * C ? F : 3 * C), wide_step = (size_t)m->V > wide_fqkv ? (size_t)m->V : wide_fqkv;
+    const size_t widest_in = (size_t)(F > C ? F : C), rows = R > RE ? R : RE;
+    const size_t acc = R * wide_step > RE * wide_fqkv ? R * wide_step : RE * wide_fqkv;
     const int int8 = m->decode_weights == PMT_WEIGHTS_INT8;
-    d->q8 = calloc((size_t)m->n_tensors, sizeof *d->q8);
-    d->q8_scale = calloc((size_t)m->n_tensors, sizeof *d->q8_scale);
-    d->bf16 = calloc((size_t)m->n_tensors, sizeof *d->bf16);
+    d->lowp = calloc((size_t)(1 + 4 * m->cfg.enc_layers + 7 * m->cfg.dec_layers), sizeof *d->lowp);
     if (int8) {   /* the packed products pad their rows to a multiple of 8 */
-        const size_t R8 = (size_t)pmt_int8_matmul_rows(d->max_rows);
-        d->q8_scratch.xq = malloc(R8 * widest_in);
-        d->q8_scratch.x_scale = malloc(R8 * sizeof(float));
-        d->q8_scratch.acc = malloc(R8 * widest * sizeof(int32_t));
+        d->q8_scratch.xq = malloc(rows * widest_in);
+        d->q8_scratch.x_scale = malloc(rows * sizeof(float));
+        d->q8_scratch.acc = malloc(acc * sizeof(int32_t));
     } else {
-        d->bf16_scratch = malloc(R * widest_in * sizeof *d->bf16_scratch);
+        d->bf16_scratch = malloc(rows * widest_in * sizeof *d->bf16_scratch);
     }
-    if (!d->q8 || !d->q8_scale || !d->bf16 ||
-        (int8 ? !d->q8_scratch.xq || !d->q8_scratch.x_scale || !d->q8_scratch.acc : !d->bf16_scratch)) {
+    if (!d->lowp || (int8 ? !d->q8_scratch.xq || !d->q8_scratch.x_scale || !d->q8_scratch.acc : !d->bf16_scratch)) {
         snprintf(err, errlen, "decoder: out of memory for low-precision weights");
         return -1;
     }
-    const int C = m->C;
     int rc = lower_matrix(d, m->wte, m->V, 0, err, errlen);
+    for (int l = 0; rc == 0 && l < m->cfg.enc_layers; l++) {
+        const pmt_layer_params *p = &m->enc[l];
+        rc = lower_linear(d, p->self.wqkv, 3 * C, err, errlen) || lower_linear(d, p->self.wo, C, err, errlen) ||
+             lower_linear(d, p->ffn.w1, F, err, errlen) || lower_linear(d, p->ffn.w2, C, err, errlen);
+    }
     for (int l = 0; rc == 0 && l < m->cfg.dec_layers; l++) {
         const pmt_layer_params *p = &m->dec[l];
-        const struct { const float *w; int rows; } mats[] = {
-            {p->self.wqkv, 3 * C}, {p->self.wo, C}, {p->cross.wqkv, C}, {p->cross.wo, C},
-            {p->ffn.w1, m->F}, {p->ffn.w2, C}};
-        for (size_t k = 0; rc == 0 && k < sizeof mats / sizeof *mats; k++)
-            if (mats[k].w) rc = lower_matrix(d, mats[k].w, mats[k].rows, 1, err, errlen);
+        rc = lower_linear(d, p->self.wqkv, 3 * C, err, errlen) || lower_linear(d, p->self.wo, C, err, errlen) ||
+             lower_linear(d, p->cross.wqkv, C, err, errlen) ||
+             lower_linear(d, p->cross.wqkv ? p->cross.wqkv + (size_t)C * C : NULL, 2 * C, err, errlen) ||
+             lower_linear(d, p->cross.wo, C, err, errlen) || lower_linear(d, p->ffn.w1, F, err, errlen) ||
+             lower_linear(d, p->ffn.w2, C, err, errlen);
     }
+    rc = rc ? -1 : 0;
     /* One scratchpad for the bf16 matmuls (they run one at a time). */
     size_t pad = 0;
-    for (int i = 0; rc == 0 && !int8 && i < m->n_tensors; i++)
-        if (d->bf16[i] && pmt_bf16_matmul_scratchpad_bytes(d->bf16[i]) > pad) pad = pmt_bf16_matmul_scratchpad_bytes(d->bf16[i]);
+    for (int i = 0; rc == 0 && !int8 && i < d->n_lowp; i++)
+        if (pmt_bf16_matmul_scratchpad_bytes(d->lowp[i].bf16) > pad) pad = pmt_bf16_matmul_scratchpad_bytes(d->lowp[i].bf16);
     if (rc == 0 && pad > 0 && !(d->bf16_pad = aligned_alloc(64, (pad + 63) & ~(size_t)63))) {
         snprintf(err, errlen, "decoder: out of memory for the bf16 scratchpad");
         rc = -1;
@@ -116,14 +145,12 @@ static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
 }
 
 static void free_lowp(pmt_decoder *d) {
-    for (int i = 0; d->q8 && i < d->m->n_tensors; i++) {
-        pmt_int8_matmul_free(d->q8[i]);
-        free(d->q8_scale[i]);
-        if (d->bf16) pmt_bf16_matmul_free(d->bf16[i]);
+    for (int i = 0; d->lowp && i < d->n_lowp; i++) {
+        pmt_int8_matmul_free(d->lowp[i].q8);
+        free(d->lowp[i].q8_scale);
+        pmt_bf16_matmul_free(d->lowp[i].bf16);
     }
-    free(d->q8);
-    free(d->q8_scale);
-    free(d->bf16);
+    free(d->lowp);
     free(d->q8_scratch.xq);
     free(d->q8_scratch.x_scale);
     free(d->q8_scratch.acc);
@@ -131,14 +158,21 @@ static void free_lowp(pmt_decoder *d) {
     free(d->bf16_pad);
 }
 
-/* out [N, OUT] = in [N, IN] · wᵀ + b: with the int8 copy or bf16 matmul of
- * w when the decoder has one, else in fp32. */
+/* out [N, OUT] = in [N, IN] · wᵀ + b: with the low-precision form of w when
+ * the decoder has one, else in fp32. */
 static void linear_rows(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
                         int IN, int OUT) {
-    const int i = d->q8 ? tensor_at(d->m, w) : -1;
-    if (i >= 0 && d->q8[i]) linear_forward_int8_packed(out, in, d->q8[i], d->q8_scale[i], b, N, &d->q8_scratch);
-    else if (i >= 0 && d->bf16[i]) linear_forward_bf16(out, in, d->bf16[i], b, N, d->bf16_scratch, d->bf16_pad);
+    const struct pmt_lowp_matrix *lm = find_lowp(d, w);
+    assert(!lm || lm->rows == OUT);
+    if (lm && lm->q8) linear_forward_int8_packed(out, in, lm->q8, lm->q8_scale, b, N, &d->q8_scratch);
+    else if (lm && lm->bf16) linear_forward_bf16(out, in, lm->bf16, b, N, d->bf16_scratch, d->bf16_pad);
     else linear_forward(out, in, w, b, N, IN, OUT);
+}
+
+/* pmt_linear_hook of the encoder passes: the same products. */
+static void encoder_linear(void *ctx, float *out, const float *in, const float *w, const float *b, int N, int IN,
+                           int OUT) {
+    linear_rows(ctx, out, in, w, b, N, IN, OUT);
 }
 
 /* Gathers the live rows of in [rows, W] into d->gather_in [n_live, W]. */
@@ -293,8 +327,8 @@ static void cross_keys_values(pmt_decoder *d) {
         const pmt_attn_params *p = &m->dec[l].cross;
         pmt_decoder_layer *c = &d->layers[l];
         if (!c->cross_kv) continue;
-        linear_forward(c->cross_kv, d->enc_out, p->wqkv + (size_t)m->C * m->C, p->bqkv + m->C, d->n_sent * d->S,
-                       m->C, 2 * m->C);
+        linear_rows(d, c->cross_kv, d->enc_out, p->wqkv + (size_t)m->C * m->C, p->bqkv + m->C, d->n_sent * d->S,
+                    m->C, 2 * m->C);
     }
 }
 
@@ -307,13 +341,15 @@ int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len
         return -1;
     }
     if (start_batch(d, src_len, n_sent, S, beam, cap, err, errlen) != 0) return -1;
+    const pmt_linear_hook hook = {encoder_linear, d};
+    const pmt_linear_hook *lowp = d->lowp ? &hook : NULL;
     if (d->encoder) {
-        pmt_model_encode(d->encoder, src, src_len, n_sent, S, d->enc_out);
+        pmt_model_encode(d->encoder, src, src_len, n_sent, S, lowp, d->enc_out);
     } else {
         /* The model's arena serves one encoder pass at a time: decoders of
          * one model started concurrently without views encode in turn. */
 #pragma omp critical(pmt_decoder_encode)
-        pmt_model_encode(m, src, src_len, n_sent, S, d->enc_out);
+        pmt_model_encode(m, src, src_len, n_sent, S, lowp, d->enc_out);
     }
     cross_keys_values(d);
     return 0;

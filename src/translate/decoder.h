@@ -4,7 +4,8 @@
  *
  *     pmt_decoder runs the decoder one position at a time for a batch of
  *     `rows` hypotheses (n_sent sentences × beam rows each, sentence-major).
- *     The encoder runs once per batch (pmt_model_encode). Per decoder layer
+ *     The encoder runs once per batch (pmt_model_encode; with int8 or bf16
+ *     weights through the decoder's matmuls, as the steps). Per decoder layer
  *     it caches what a new token needs, so a step costs O(current length):
  *       self-attention  standard:   K and V rows of every past position;
  *                       projection: the LayerNormed inputs of past positions
@@ -20,7 +21,8 @@
  *
  * Ownership: a pmt_decoder borrows its pmt_model (which must outlive it) and
  * owns every buffer it allocates in pmt_decoder_init, released by
- * pmt_decoder_free. Nothing allocates after init.
+ * pmt_decoder_free. Nothing allocates after init, but for an int8 matmul's
+ * primitive of a row count it has not multiplied yet (built once, nn/gemm_lowp.h).
  */
 #ifndef PROJMT_DECODER_H
 #define PROJMT_DECODER_H
@@ -93,15 +95,15 @@ typedef struct pmt_decoder {
      * [n_sent, NH, beam, S] (source positions past src_len are 0). Alignment
      * views (serve's heatmap) set it; the search leaves it NULL. */
     float *cross_probs_out;
-    /* Low-precision steps (m->decode_weights int8 or bf16): per tensor of
-     * the model, the packed int8 matmul and row scales, or the bf16 matmul, of the
-     * matrices a step multiplies by (NULL for the others), and the
-     * activation scratch of nn/gemm_lowp.h. */
-    pmt_int8_matmul **q8;        /* [n_tensors] packed int8 weights */
-    float **q8_scale;            /* [n_tensors] */
+    /* Low-precision weights (m->decode_weights int8 or bf16): every matrix
+     * the encoder and a step multiply by, once, as a packed int8 matmul with
+     * its row scales or as a bf16 matmul (nn/gemm_lowp.h), found by the
+     * address of its first row; and their activation scratch, for the
+     * larger of a step's rows and an encoder pass's. */
+    struct pmt_lowp_matrix *lowp;  /* [n_lowp] */
+    int n_lowp;
     pmt_int8_scratch q8_scratch;
-    pmt_bf16_matmul **bf16;      /* [n_tensors] */
-    uint16_t *bf16_scratch;      /* [max_rows, max(C, F)] */
+    uint16_t *bf16_scratch;      /* [rows, max(C, F)] */
     void *bf16_pad;              /* the bf16 matmuls' scratchpad (the largest of theirs; NULL if none) */
 } pmt_decoder;
 
