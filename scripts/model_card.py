@@ -168,9 +168,10 @@ def card(r):
     sp = r["speed"]
     add(f"`projmt bench --decode --model FILE`: the first {count(sp['fp32']['sentences'])} test sentences, "
         f"batches of {sp['fp32']['batch']}, the model's length limits, {sp['fp32']['threads']} thread(s), "
-        f"one run each on the machine above at the end of training ({r['machine']['cores']} cores; 1-minute "
-        f"load average {sp['fp32']['load_average_1min']:.2f} and {sp[w]['load_average_1min']:.2f} as the "
-        f"fp32 and {w} timings started; a load above the core count means the machine was shared).")
+        f"the median of {sp['fp32'].get('rounds', 1)} alternating run(s) each on the machine above at the end of "
+        f"training ({r['machine']['cores']} cores; 1-minute load average at most "
+        f"{sp['fp32']['load_average_1min']:.2f} and {sp[w]['load_average_1min']:.2f} as the fp32 and {w} "
+        f"timings started; a load above the core count means the machine was shared).")
     add("")
     add("| | sentences/s | source words/s | output tokens/s |")
     add("|---|---|---|---|")

@@ -129,22 +129,30 @@ def score(path):
 
 
 def speed(work, weights):
-    j = read_json_line(os.path.join(work, f"bench-{weights}.json"))
+    path = os.path.join(work, f"bench-{weights}.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            rounds = [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError) as e:
+        fail(f"cannot read the JSON lines in {path}: {e}")
+    if not rounds:
+        fail(f"{path} holds no bench --decode run")
     with open(os.path.join(work, f"bench-{weights}.threads"), encoding="utf-8") as f:
         threads = int(f.read().strip())
     with open(os.path.join(work, f"bench-{weights}.loadavg"), encoding="utf-8") as f:
-        load = float(f.read().strip())
-    runs = {r["run"]: r for r in j["runs"]}
-    # The uncapped runs decode with the model's own length limits, as translate does.
+        loads = [float(x) for x in f.read().split()]
+    # The uncapped runs decode with the model's own length limits, as translate does;
+    # each is quoted from its median round (the lower middle for an even count).
     picked = {}
     for key, label in (("greedy", "greedy, limits"), ("beam4", "beam 4, limits")):
-        if label not in runs:
-            fail(f"bench-{weights}.json has no '{label}' run")
-        picked[key] = {"sentences_per_s": runs[label]["sentences_per_s"],
-                       "src_words_per_s": runs[label]["src_words_per_s"],
-                       "tokens_per_s": runs[label]["tokens_per_s"]}
-    return {"threads": threads, "sentences": j["sentences"], "batch": j["batch"], "load_average_1min": load,
-            **picked, "all_runs": j["runs"]}
+        runs = [r for j in rounds for r in j["runs"] if r["run"] == label]
+        if len(runs) != len(rounds):
+            fail(f"bench-{weights}.json: a round has no '{label}' run")
+        median = sorted(runs, key=lambda r: r["sentences_per_s"])[(len(runs) - 1) // 2]
+        picked[key] = {"sentences_per_s": median["sentences_per_s"], "src_words_per_s": median["src_words_per_s"],
+                       "tokens_per_s": median["tokens_per_s"]}
+    return {"threads": threads, "sentences": rounds[0]["sentences"], "batch": rounds[0]["batch"], "rounds": len(rounds),
+            "load_average_1min": max(loads), **picked, "all_runs": [j["runs"] for j in rounds]}
 
 
 def git_facts():

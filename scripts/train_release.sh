@@ -47,6 +47,8 @@
 #   --beam-size N          beam of selection and scores (4)
 #   --bench-sentences N    test sentences timed by bench --decode (1000)
 #   --bench-threads N      threads of the decode-speed measurement (all cores)
+#   --bench-rounds N       decode-speed rounds, fp32 and the shipped type
+#                          alternating; the card quotes each run's median (3)
 #   --run DIR              training run and work files (models/release-run)
 #   --out-dir DIR          exported model, results JSON and card (models)
 #   --name NAME            file stem: NAME.int8.pmt, NAME.results.json (en-es)
@@ -74,7 +76,7 @@ done
 minutes=120 max_steps="" session_minutes="" fresh=0
 config=configs/base.ini attention=standard ema=0.999 keep_last=5 valid_every=500 valid_bleu_sentences=500
 precision=() threads=0
-data_dir=data/spa-eng flores=auto select_sentences=all beam_size=4 bench_sentences=1000 bench_threads=$(nproc)
+data_dir=data/spa-eng flores=auto select_sentences=all beam_size=4 bench_sentences=1000 bench_threads=$(nproc) bench_rounds=3
 run=models/release-run out_dir=models name=en-es weights=int8 max_mb=20 build=build
 extra=()
 usage() { sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'; }
@@ -98,6 +100,7 @@ while [ $# -gt 0 ]; do
     --beam-size) beam_size=$2; shift 2 ;;
     --bench-sentences) bench_sentences=$2; shift 2 ;;
     --bench-threads) bench_threads=$2; shift 2 ;;
+    --bench-rounds) bench_rounds=$2; shift 2 ;;
     --run) run=$2; shift 2 ;;
     --out-dir) out_dir=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
@@ -118,7 +121,7 @@ is_number() { [[ $1 =~ ^[0-9]*\.?[0-9]+$ ]]; }
 is_number "$minutes" || bad_usage "--minutes takes a number of minutes (got '$minutes')"
 [ -z "$max_steps" ] || is_count "$max_steps" || bad_usage "--max-steps takes a count (got '$max_steps')"
 [ -z "$session_minutes" ] || is_number "$session_minutes" || bad_usage "--session-minutes takes a number of minutes"
-for v in keep_last valid_every valid_bleu_sentences threads beam_size bench_sentences bench_threads; do
+for v in keep_last valid_every valid_bleu_sentences threads beam_size bench_sentences bench_threads bench_rounds; do
   is_count "${!v}" || bad_usage "--${v//_/-} takes a count (got '${!v}')"
 done
 [ "$select_sentences" = all ] || is_count "$select_sentences" || bad_usage "--select-sentences takes a count or 'all'"
@@ -292,21 +295,33 @@ for w in fp32 "$weights"; do
     eval_json "$work/eval-flores-$w.json" --model "$file" --src "$flores.en" --ref "$flores.es" \
       --beam-size "$beam_size" --hyp-out "$work/flores-$w.hyp"
   fi
-  # The 1-minute load average as the timing starts: how busy the machine was.
-  read -r load_1min _ < /proc/loadavg
-  echo "$load_1min" > "$work/bench-$w.loadavg"
-  "$projmt" bench --decode --model "$file" --data-dir "$data_dir" --sentences "$bench_sentences" \
-    --threads "$bench_threads" --json > "$logs/bench-$w.log" 2>&1 ||
-    die "projmt bench --decode failed: $(tail -n 3 "$logs/bench-$w.log")"
-  cat "$logs/bench-$w.log"
-  tail -n 1 "$logs/bench-$w.log" > "$work/bench-$w.json"
-  sed -n 's/^projmt bench --decode: \([0-9]*\) threads.*/\1/p' "$logs/bench-$w.log" > "$work/bench-$w.threads"
   echo "$w, test split:"
   grep '^BLEU\|^chrF' "$logs/eval-test-$w.log" || true
   if [ "$flores" != none ]; then
     echo "$w, FLORES-200 dev:"
     grep '^BLEU\|^chrF' "$logs/eval-flores-$w.log" || true
   fi
+done
+
+# Timings on a shared or busy machine vary from run to run: alternating
+# rounds of both files, each run's median quoted (scripts/release_results.py).
+step "decoding speed: $bench_rounds round(s) of fp32 and $weights, alternating"
+for w in fp32 "$weights"; do : > "$work/bench-$w.json"; : > "$work/bench-$w.loadavg"; done
+for ((round = 1; round <= bench_rounds; round++)); do
+  for w in fp32 "$weights"; do
+    file=$fp32_file
+    [ "$w" = fp32 ] || file=$out
+    # The 1-minute load average as the timing starts: how busy the machine was.
+    read -r load_1min _ < /proc/loadavg
+    echo "$load_1min" >> "$work/bench-$w.loadavg"
+    log=$logs/bench-$w-$round.log
+    "$projmt" bench --decode --model "$file" --data-dir "$data_dir" --sentences "$bench_sentences" \
+      --threads "$bench_threads" --json > "$log" 2>&1 || die "projmt bench --decode failed: $(tail -n 3 "$log")"
+    echo "round $round, $w:"
+    grep 'sentences/s' "$log" || true
+    tail -n 1 "$log" >> "$work/bench-$w.json"
+    sed -n 's/^projmt bench --decode: \([0-9]*\) threads.*/\1/p' "$log" > "$work/bench-$w.threads"
+  done
 done
 
 step "results and model card"
