@@ -4,7 +4,8 @@
  * and matches the stored checksum; a changed payload fails the checksum;
  * bytes after the checksum and a cut-short file are reported;
  * pmt_gzstream_save writes a file the reader accepts, and when its body
- * fails it reports the file and leaves the old one as it was.
+ * fails it reports the file and leaves the old one as it was; pmt_gzsink
+ * round-trips its fields and writes nothing once it has failed.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,40 @@ int main(void) {
     snprintf(path, sizeof path, "%s/no/such/dir/x.gz", dir);
     CHECK(pmt_gzstream_save(path, 6, "test file", body_ints, NULL, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "test file: ") && strstr(err, "x.gz"), "message: %s", err);
+    /* pmt_gzsink: the fields round-trip; after a failure it writes nothing
+     * more (the stream's checksum stays where it was). */
+    snprintf(path, sizeof path, "%s/sink.gz", dir);
+    pmt_atomic_file af;
+    CHECK_MSG(pmt_atomic_open(&af, path, err, sizeof err) == 0, "%s", err);
+    pmt_gzstream gs;
+    CHECK(pmt_gzstream_open_write(&gs, af.f, 6) == 0);
+    pmt_gzsink sink = {&gs, 0};
+    pmt_gzsink_u32(&sink, 0xdeadbeefu);
+    pmt_gzsink_i32(&sink, -7);
+    pmt_gzsink_u64(&sink, 1ull << 40);
+    pmt_gzsink_i64(&sink, -(1ll << 40));
+    pmt_gzsink_put(&sink, "abc", 3);
+    CHECK(sink.failed == 0);
+    const uLong crc_before = gs.crc;
+    sink.failed = 1;
+    pmt_gzsink_u32(&sink, 1);
+    pmt_gzsink_put(&sink, "more", 4);
+    CHECK_MSG(gs.crc == crc_before, "a failed sink still wrote");
+    CHECK(pmt_gzstream_write_crc(&gs) == 0 && pmt_gzstream_close(&gs) == 0);
+    CHECK_MSG(pmt_atomic_commit(&af, err, sizeof err) == 0, "%s", err);
+    pmt_gzstream rs;
+    uint32_t u32 = 0;
+    int32_t i32 = 0;
+    uint64_t u64 = 0;
+    int64_t i64 = 0;
+    char abc[3] = {0};
+    CHECK(pmt_gzstream_open_read(&rs, path) == 0);
+    CHECK(pmt_gzstream_read(&rs, &u32, 4) == 0 && pmt_gzstream_read(&rs, &i32, 4) == 0 &&
+          pmt_gzstream_read(&rs, &u64, 8) == 0 && pmt_gzstream_read(&rs, &i64, 8) == 0 &&
+          pmt_gzstream_read(&rs, abc, 3) == 0);
+    CHECK(u32 == 0xdeadbeefu && i32 == -7 && u64 == 1ull << 40 && i64 == -(1ll << 40) && memcmp(abc, "abc", 3) == 0);
+    CHECK(pmt_gzstream_check_crc(&rs) == 0 && pmt_gzstream_at_end(&rs) == 1);
+    pmt_gzstream_close(&rs);
     free(v);
     return test_finish();
 }

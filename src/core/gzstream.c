@@ -62,6 +62,14 @@ int pmt_gzstream_write(pmt_gzstream *s, const void *data, size_t n) {
     return transfer(s, (unsigned char *)(uintptr_t)data, n, 1);
 }
 
+void pmt_gzsink_put(pmt_gzsink *s, const void *data, size_t n) {
+    if (!s->failed && pmt_gzstream_write(s->gz, data, n) != 0) s->failed = 1;
+}
+void pmt_gzsink_u32(pmt_gzsink *s, uint32_t v) { pmt_gzsink_put(s, &v, sizeof v); }
+void pmt_gzsink_i32(pmt_gzsink *s, int32_t v) { pmt_gzsink_put(s, &v, sizeof v); }
+void pmt_gzsink_u64(pmt_gzsink *s, uint64_t v) { pmt_gzsink_put(s, &v, sizeof v); }
+void pmt_gzsink_i64(pmt_gzsink *s, int64_t v) { pmt_gzsink_put(s, &v, sizeof v); }
+
 int pmt_gzstream_write_crc(pmt_gzstream *s) {
     uint32_t crc = (uint32_t)s->crc;
     return pmt_gzstream_write(s, &crc, sizeof crc);

@@ -53,6 +53,19 @@ int pmt_gzstream_at_end(pmt_gzstream *s);
  * end of file (truncated?)" after a short read. */
 const char *pmt_gzstream_reason(pmt_gzstream *s);
 
+/* A fixed-layout writer that checks once, at the end: the first failed
+ * write sticks in `failed` and every later put does nothing, so a format's
+ * fields are one unchecked call each (checkpoints, exported model files). */
+typedef struct pmt_gzsink {
+    pmt_gzstream *gz;
+    int failed;
+} pmt_gzsink;
+void pmt_gzsink_put(pmt_gzsink *s, const void *data, size_t n);
+void pmt_gzsink_u32(pmt_gzsink *s, uint32_t v);
+void pmt_gzsink_i32(pmt_gzsink *s, int32_t v);
+void pmt_gzsink_u64(pmt_gzsink *s, uint64_t v);
+void pmt_gzsink_i64(pmt_gzsink *s, int64_t v);
+
 /* Writes a checksummed gzip file whole or not at all, the sequence every
  * format of ours shares: body(stream, user) writes the payload into a
  * stream (zlib level 1..9) over a temporary sibling of path

@@ -18,7 +18,6 @@
 
 static const char MAGIC[8] = {'P', 'M', 'T', 'C', 'K', 'P', 'T', '\0'};
 enum { FLAG_OPTIM = 1, FLAG_STATE = 2, FLAG_EMA = 4 };
-enum { NAME_BYTES = 64 };
 /* Bounds that no real checkpoint reaches: a length beyond them means damage. */
 #define MAX_CONFIG_BYTES (1u << 20)
 #define MAX_SPM_BYTES (1u << 28)
@@ -26,7 +25,7 @@ enum { NAME_BYTES = 64 };
 #define MAX_PARAMS ((uint64_t)1 << 34)
 #define MAX_STATE_FIELDS 256u
 /* Bytes per tensor-table entry: name, rows, cols, offset, size. */
-#define TENSOR_ENTRY_BYTES (NAME_BYTES + 4 + 4 + 8 + 8)
+#define TENSOR_ENTRY_BYTES (PMT_TENSOR_NAME_BYTES + 4 + 4 + 8 + 8)
 enum { STATE_NAME_BYTES = 32, STATE_FIELDS_V1 = 17 };
 
 /* The training state by name. Every field is 8 bytes and stored as its
@@ -43,69 +42,56 @@ static const struct { const char *name; size_t offset; } state_fields[] = {
 enum { N_STATE_FIELDS = sizeof state_fields / sizeof state_fields[0] };
 _Static_assert(N_STATE_FIELDS * 8 == sizeof(pmt_train_state), "every pmt_train_state field is in state_fields");
 
-_Static_assert(sizeof(pmt_tensor) >= NAME_BYTES, "tensor names fit the stored field");
+_Static_assert(sizeof(pmt_tensor) >= PMT_TENSOR_NAME_BYTES, "tensor names fit the stored field");
 
 /* ------------------------------------------------------------------ */
 /* writing                                                             */
 
-/* The stream plus the first failure, so each field is one unchecked call. */
-typedef struct {
-    pmt_gzstream *gz;
-    int failed;
-} sink;
-
-static void put(sink *s, const void *p, size_t n) {
-    if (!s->failed && pmt_gzstream_write(s->gz, p, n) != 0) s->failed = 1;
-}
-static void put_u32(sink *s, uint32_t v) { put(s, &v, sizeof v); }
-static void put_i32(sink *s, int32_t v) { put(s, &v, sizeof v); }
-static void put_u64(sink *s, uint64_t v) { put(s, &v, sizeof v); }
-static void put_i64(sink *s, int64_t v) { put(s, &v, sizeof v); }
-
-static void put_tensor_table(sink *s, const pmt_model *m) {
-    put_i32(s, m->V);
-    put_i32(s, m->n_tensors);
-    for (int i = 0; i < m->n_tensors; i++) {
-        const pmt_tensor *t = &m->tensors[i];
-        char name[NAME_BYTES] = {0};
-        snprintf(name, sizeof name, "%s", t->name);
-        put(s, name, sizeof name);
-        put_i32(s, t->rows);
-        put_i32(s, t->cols);
-        put_u64(s, t->offset);
-        put_u64(s, t->size);
-    }
+void pmt_checkpoint_put_tensor_entry(struct pmt_gzsink *s, const pmt_tensor *t) {
+    char name[PMT_TENSOR_NAME_BYTES] = {0};
+    snprintf(name, sizeof name, "%s", t->name);
+    pmt_gzsink_put(s, name, sizeof name);
+    pmt_gzsink_i32(s, t->rows);
+    pmt_gzsink_i32(s, t->cols);
+    pmt_gzsink_u64(s, t->offset);
+    pmt_gzsink_u64(s, t->size);
 }
 
-static void put_payload(sink *s, const pmt_model *m, const char *config, const void *spm, size_t spm_size,
+static void put_tensor_table(pmt_gzsink *s, const pmt_model *m) {
+    pmt_gzsink_i32(s, m->V);
+    pmt_gzsink_i32(s, m->n_tensors);
+    for (int i = 0; i < m->n_tensors; i++) pmt_checkpoint_put_tensor_entry(s, &m->tensors[i]);
+}
+
+static void put_payload(pmt_gzsink *s, const pmt_model *m, const char *config, const void *spm, size_t spm_size,
                         const pmt_adam_state *adam, const pmt_train_state *state, const float *ema) {
-    put(s, MAGIC, sizeof MAGIC);
-    put_u32(s, PMT_CHECKPOINT_VERSION);
-    put_u32(s, (adam ? FLAG_OPTIM : 0) | (state ? FLAG_STATE : 0) | (ema ? FLAG_EMA : 0));
-    put_u64(s, strlen(config));
-    put(s, config, strlen(config));
-    put_u64(s, spm_size);
-    put(s, spm, spm_size);
+    pmt_gzsink_put(s, MAGIC, sizeof MAGIC);
+    pmt_gzsink_u32(s, PMT_CHECKPOINT_VERSION);
+    pmt_gzsink_u32(s, (adam ? FLAG_OPTIM : 0) | (state ? FLAG_STATE : 0) | (ema ? FLAG_EMA : 0));
+    pmt_gzsink_u64(s, strlen(config));
+    pmt_gzsink_put(s, config, strlen(config));
+    pmt_gzsink_u64(s, spm_size);
+    pmt_gzsink_put(s, spm, spm_size);
     put_tensor_table(s, m);
-    put_u64(s, m->n_params);
-    put(s, m->params, m->n_params * sizeof(float));
+    pmt_gzsink_u64(s, m->n_params);
+    pmt_gzsink_put(s, m->params, m->n_params * sizeof(float));
     if (adam) {
-        put(s, adam->m, m->n_params * sizeof(float));
-        put(s, adam->v, m->n_params * sizeof(float));
-        put_i64(s, adam->t);
-        put_i64(s, adam->bad_steps);
-        put_i64(s, adam->skipped);
+        pmt_gzsink_put(s, adam->m, m->n_params * sizeof(float));
+        pmt_gzsink_put(s, adam->v, m->n_params * sizeof(float));
+        pmt_gzsink_i64(s, adam->t);
+        pmt_gzsink_i64(s, adam->bad_steps);
+        pmt_gzsink_i64(s, adam->skipped);
     }
     if (state) {
-        put_u32(s, N_STATE_FIELDS);
+        pmt_gzsink_u32(s, N_STATE_FIELDS);
         for (int i = 0; i < N_STATE_FIELDS; i++) {
             char name[STATE_NAME_BYTES] = {0};
             snprintf(name, sizeof name, "%s", state_fields[i].name);
-            put(s, name, sizeof name);
-            put(s, (const char *)state + state_fields[i].offset, 8);
+            pmt_gzsink_put(s, name, sizeof name);
+            pmt_gzsink_put(s, (const char *)state + state_fields[i].offset, 8);
         }
     }
-    if (ema) put(s, ema, m->n_params * sizeof(float));
+    if (ema) pmt_gzsink_put(s, ema, m->n_params * sizeof(float));
 }
 
 /* What pmt_checkpoint_save writes, for pmt_gzstream_save's body. */
@@ -121,7 +107,7 @@ typedef struct {
 
 static int write_payload(pmt_gzstream *gz, void *user) {
     const payload *p = user;
-    sink s = {gz, 0};
+    pmt_gzsink s = {gz, 0};
     put_payload(&s, p->m, p->config, p->spm, p->spm_size, p->adam, p->state, p->ema);
     return s.failed ? -1 : 0;
 }
@@ -239,14 +225,14 @@ static int get_tensor_table(source *s, pmt_checkpoint *ck) {
     ck->n_tensors = n;
     for (int i = 0; i < n; i++) {
         pmt_tensor *t = &ck->tensors[i];
-        char name[NAME_BYTES];
+        char name[PMT_TENSOR_NAME_BYTES];
         int32_t rows, cols;
         uint64_t offset, size;
         if (get(s, name, sizeof name, "tensor table") != 0 || get(s, &rows, sizeof rows, "tensor table") != 0 ||
             get(s, &cols, sizeof cols, "tensor table") != 0 || get(s, &offset, sizeof offset, "tensor table") != 0 ||
             get(s, &size, sizeof size, "tensor table") != 0)
             return -1;
-        name[NAME_BYTES - 1] = '\0';
+        name[PMT_TENSOR_NAME_BYTES - 1] = '\0';
         snprintf(t->name, sizeof t->name, "%s", name);
         t->rows = rows;
         t->cols = cols;

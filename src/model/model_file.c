@@ -12,7 +12,7 @@
 #include <string.h>
 
 
-enum { FLAG_EMA = 1, NAME_BYTES = 64 };
+enum { FLAG_EMA = 1 };
 /* Bounds that no real model reaches: a length beyond them means damage. */
 #define MAX_CONFIG_BYTES (1u << 20)
 #define MAX_SPM_BYTES (1u << 28)
@@ -69,62 +69,46 @@ static pmt_weight_type storage_of(const pmt_tensor *t, pmt_weight_type weights) 
 /* ------------------------------------------------------------------ */
 /* writing                                                             */
 
-typedef struct {
-    pmt_gzstream *gz;
-    int failed;
-} sink;
-
-static void put(sink *s, const void *p, size_t n) {
-    if (!s->failed && pmt_gzstream_write(s->gz, p, n) != 0) s->failed = 1;
-}
-static void put_u32(sink *s, uint32_t v) { put(s, &v, sizeof v); }
-static void put_i32(sink *s, int32_t v) { put(s, &v, sizeof v); }
-static void put_u64(sink *s, uint64_t v) { put(s, &v, sizeof v); }
-
 /* One tensor's values in its storage type; scratch holds size values of any type. */
-static void put_tensor(sink *s, const pmt_tensor *t, const float *w, pmt_weight_type storage, void *scratch) {
+static void put_tensor(pmt_gzsink *s, const pmt_tensor *t, const float *w, pmt_weight_type storage,
+                       void *scratch) {
     switch (storage) {
     case PMT_WEIGHTS_FP32:
-        put(s, w, t->size * sizeof(float));
+        pmt_gzsink_put(s, w, t->size * sizeof(float));
         break;
     case PMT_WEIGHTS_BF16: {
         uint16_t *h = scratch;
         for (size_t i = 0; i < t->size; i++) h[i] = pmt_bf16_from_float(w[i]);
-        put(s, h, t->size * sizeof *h);
+        pmt_gzsink_put(s, h, t->size * sizeof *h);
         break;
     }
     case PMT_WEIGHTS_INT8: {
         float *scale = scratch;
         int8_t *q = (int8_t *)(scale + t->rows);
         pmt_int8_quantize_rows(q, scale, w, t->rows, t->cols);
-        put(s, scale, (size_t)t->rows * sizeof *scale);
-        put(s, q, t->size);
+        pmt_gzsink_put(s, scale, (size_t)t->rows * sizeof *scale);
+        pmt_gzsink_put(s, q, t->size);
         break;
     }
     }
 }
 
-static void put_payload(sink *s, const pmt_checkpoint *ck, pmt_weight_type weights, int is_ema, void *scratch) {
-    put(s, PMT_MODEL_FILE_MAGIC, 8);
-    put_u32(s, PMT_MODEL_FILE_VERSION);
-    put_u32(s, (uint32_t)weights);
-    put_u32(s, is_ema ? FLAG_EMA : 0);
-    put_u64(s, strlen(ck->config_text));
-    put(s, ck->config_text, strlen(ck->config_text));
-    put_u64(s, ck->spm_size);
-    put(s, ck->spm, ck->spm_size);
-    put_i32(s, ck->vocab_size);
-    put_i32(s, ck->n_tensors);
+static void put_payload(pmt_gzsink *s, const pmt_checkpoint *ck, pmt_weight_type weights, int is_ema,
+                        void *scratch) {
+    pmt_gzsink_put(s, PMT_MODEL_FILE_MAGIC, 8);
+    pmt_gzsink_u32(s, PMT_MODEL_FILE_VERSION);
+    pmt_gzsink_u32(s, (uint32_t)weights);
+    pmt_gzsink_u32(s, is_ema ? FLAG_EMA : 0);
+    pmt_gzsink_u64(s, strlen(ck->config_text));
+    pmt_gzsink_put(s, ck->config_text, strlen(ck->config_text));
+    pmt_gzsink_u64(s, ck->spm_size);
+    pmt_gzsink_put(s, ck->spm, ck->spm_size);
+    pmt_gzsink_i32(s, ck->vocab_size);
+    pmt_gzsink_i32(s, ck->n_tensors);
     for (int i = 0; i < ck->n_tensors; i++) {
         const pmt_tensor *t = &ck->tensors[i];
-        char name[NAME_BYTES] = {0};
-        snprintf(name, sizeof name, "%s", t->name);
-        put(s, name, sizeof name);
-        put_i32(s, t->rows);
-        put_i32(s, t->cols);
-        put_u64(s, t->offset);
-        put_u64(s, t->size);
-        put_u32(s, (uint32_t)storage_of(t, weights));
+        pmt_checkpoint_put_tensor_entry(s, t);
+        pmt_gzsink_u32(s, (uint32_t)storage_of(t, weights));
     }
     for (int i = 0; i < ck->n_tensors; i++) {
         const pmt_tensor *t = &ck->tensors[i];
@@ -142,7 +126,7 @@ typedef struct {
 
 static int write_payload(pmt_gzstream *gz, void *user) {
     const payload *p = user;
-    sink s = {gz, 0};
+    pmt_gzsink s = {gz, 0};
     put_payload(&s, p->ck, p->weights, p->is_ema, p->scratch);
     return s.failed ? -1 : 0;
 }
@@ -224,14 +208,14 @@ static int get_header(source *s, pmt_checkpoint *ck, uint32_t *flags) {
 static int get_table(source *s, pmt_checkpoint *ck, uint32_t *storage) {
     for (int i = 0; i < ck->n_tensors; i++) {
         pmt_tensor *t = &ck->tensors[i];
-        char name[NAME_BYTES];
+        char name[PMT_TENSOR_NAME_BYTES];
         int32_t rows, cols;
         uint64_t offset, size;
         if (get(s, name, sizeof name, "tensor table") != 0 || get(s, &rows, sizeof rows, "tensor table") != 0 ||
             get(s, &cols, sizeof cols, "tensor table") != 0 || get(s, &offset, sizeof offset, "tensor table") != 0 ||
             get(s, &size, sizeof size, "tensor table") != 0 || get(s, &storage[i], sizeof *storage, "tensor table"))
             return -1;
-        name[NAME_BYTES - 1] = '\0';
+        name[PMT_TENSOR_NAME_BYTES - 1] = '\0';
         snprintf(t->name, sizeof t->name, "%s", name);
         /* Tensors tile the parameters in order: each starts where the last ended. */
         const uint64_t expect = i ? ck->tensors[i - 1].offset + ck->tensors[i - 1].size : 0;
