@@ -28,7 +28,9 @@
 #
 # --bleu-sentences N translates only the first N test sentences for BLEU/chrF
 # (0: no translation at all — no BLEU, chrF, FLORES or samples); --bench-steps 0
-# skips `projmt bench`.
+# skips `projmt bench`. Without --flores, FLORES-200 dev is looked for in
+# $PROJMT_FLORES, $PROJMT_DATA_DIR/flores200-dev, data/flores200-dev and
+# ../shared/data/flores200-dev next to the repository (scripts/flores.sh).
 #
 # Output in ROOT/NAME/ (ROOT defaults to eval/runs):
 #   report.md, summary.json (per mode: flags, budget, minutes, steps, test
@@ -115,10 +117,8 @@ python=/usr/bin/python3
 if [ "$bleu_sentences" = 0 ]; then
   flores=none
 elif [ "$flores" = auto ]; then
-  flores=none
-  for prefix in "$repo/data/flores200-dev/flores200-dev" /work/shared/data/flores200-dev/flores200-dev; do
-    [ -f "$prefix.en" ] && [ -f "$prefix.es" ] && { flores=$prefix; break; }
-  done
+  . "$repo/scripts/flores.sh"
+  flores=$(flores_auto "$repo")
 elif [ "$flores" != none ]; then
   [ -f "$flores.en" ] && [ -f "$flores.es" ] || die "--flores $flores: $flores.en and $flores.es not found"
 fi
@@ -281,4 +281,9 @@ bench_modes
 plot_all
 "$python" "$repo/scripts/make_report.py" --study "$study" --command "$command_line" --config "$config" \
   --test-src "$test_src" --test-ref "$test_ref" --flores "$flores" --budget "${budget[*]:0:2}" "${labels[@]}"
+# The logs and evaluation files name the model and data by the paths given
+# here; as committed they name them from the repository the study is in.
+study_repo=$(git -C "$study" rev-parse --show-toplevel 2>/dev/null || echo "$repo")
+"$python" "$repo/scripts/repo_paths.py" --repo "$study_repo" "$study"/*/train.log "$study"/*/eval_*.json ||
+  die "could not rewrite the study's paths"
 echo "== done: $study/report.md, $study/summary.json"

@@ -25,10 +25,11 @@ import datetime
 import json
 import math
 import os
-import re
 import shlex
 import statistics
 import subprocess
+
+from repo_paths import repo_relative, repo_relative_text
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_MODES = ("standard", "projection", "proj-self", "proj-cross", "learned", "boxcar", "constant", "epanechnikov",
@@ -36,19 +37,6 @@ BENCH_MODES = ("standard", "projection", "proj-self", "proj-cross", "learned", "
 N_SAMPLES = 5
 DASH = "—"
 SHORT_KIND = {"standard": "std", "projection": "proj"}
-
-
-def repo_relative(path):
-    """path as named from the repository root ("../" for what lies outside
-    it): a report names no folder of the machine it was made on."""
-    if not path or not os.path.isabs(path):
-        return path
-    return os.path.relpath(path, REPO)
-
-
-def repo_relative_command(command):
-    """The command line with every absolute path in it made repo_relative."""
-    return re.sub(r"(?<![\w.~-])/[^\s'\"`;,)]+", lambda m: repo_relative(m.group(0)), command)
 
 
 def read_json(path):
@@ -345,7 +333,7 @@ def summary(runs, args):
     return {
         "study": os.path.basename(os.path.normpath(args.study)),
         "generated_utc": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%SZ}",
-        "command": repo_relative_command(args.command),
+        "command": repo_relative_text(args.command),
         "config": repo_relative(args.config),
         "budget": parse_budget(args.budget),
         "reference_mode": ref["label"],
@@ -380,7 +368,7 @@ def main():
            bleu_scope(n_test, args.flores), "",
            "## Curves and attention", "", *figure_links(args.study), "",
            "## Sample translations (test split)", "", *samples(runs, args.test_src, args.test_ref), "",
-           "## Machine and command", "", f"- Machine: {machine()}", f"- Command: `{repo_relative_command(args.command)}`",
+           "## Machine and command", "", f"- Machine: {machine()}", f"- Command: `{repo_relative_text(args.command)}`",
            "- The same numbers for programs: `summary.json` (keys explained in its `keys`).", ""]
     path = os.path.join(args.study, "report.md")
     with open(path, "w", encoding="utf-8") as f:

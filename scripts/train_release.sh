@@ -150,22 +150,11 @@ out=$out_dir/$name.$weights.pmt
 fp32_file=$work/$name.fp32.pmt
 results=$out_dir/$name.results.json
 
-# FLORES-200 dev as a file prefix (PREFIX.en, PREFIX.es), or none.
-flores_prefix() {
-  local where=$1 p
-  for p in "$where/flores200-dev" "$where"; do
-    if [ -f "$p.en" ] && [ -f "$p.es" ]; then echo "$p"; return 0; fi
-  done
-  return 1
-}
+. "$repo/scripts/flores.sh"
 case "$flores" in
   none) ;;
   auto)
-    flores=none
-    for where in ${PROJMT_FLORES:+"$PROJMT_FLORES"} ${PROJMT_DATA_DIR:+"$PROJMT_DATA_DIR/flores200-dev"} \
-                 data/flores200-dev ../shared/data/flores200-dev; do
-      if found=$(flores_prefix "$where"); then flores=$found; break; fi
-    done
+    flores=$(flores_auto "$repo")
     [ "$flores" != none ] || echo "train_release: FLORES-200 dev not found (set PROJMT_FLORES=DIR); not scored" >&2 ;;
   *) flores=$(flores_prefix "$flores") || bad_usage "--flores $flores: no flores200-dev.en/.es (or PREFIX.en/.es) there" ;;
 esac

@@ -63,6 +63,10 @@ for mode in "${modes[@]}"; do
   check "report shows $mode's $params parameters" grep -q "^| $mode | .* | $params |" "$report"
 done
 check "custom mode got its flags" grep -q -- "--d-model 32" "$study/wide/flags.txt"
+# Logs and evaluation files as committed name no folder of this machine:
+# the study ran with absolute --root, --build, --config and --data-dir.
+check "the study's logs and evaluation files name no absolute path" \
+  bash -c '! grep -lE "(^|[[:space:]\"=(])/[[:alnum:]_.-]+/" "$@"' _ "$study"/*/train.log "$study"/*/eval_*.json
 check "epanechnikov resumed its interrupted run" grep -q "resuming from .* at step 2" "$study/epanechnikov/train.log"
 for kernel in boxcar constant epanechnikov; do
   check "$kernel mode trains the $kernel kernel" grep -q -- "--kernel $kernel" "$study/$kernel/flags.txt"
