@@ -5,7 +5,9 @@
 # checkpoint (fp32: the same output); int8 is the smallest; bad usage exits
 # 2, an unreadable checkpoint 1, a damaged export is refused by translate;
 # average of one checkpoint with itself translates as the checkpoint;
-# --last N --dir takes the newest step-<N>.ckpt files.
+# --last N --dir takes the newest step-<N>.ckpt files; --compute-type int8
+# (bf16) decodes a checkpoint as its int8 (bf16) export does, fp32 decodes an
+# int8 file from its widened weights, an unknown type exits 2.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 BUILD=${1:?usage: test_export_cli.sh BUILD_DIR}
@@ -32,6 +34,26 @@ size() { stat -c %s "$1"; }
 check "int8 < bf16 < fp32 file" test "$(size "$TMP/m.int8")" -lt "$(size "$TMP/m.bf16")" -a \
     "$(size "$TMP/m.bf16")" -lt "$(size "$TMP/m.fp32")"
 check "an export exports again" "$PROJMT" export --model "$TMP/m.fp32" --out "$TMP/again.int8" > /dev/null
+
+# ---- --compute-type: a checkpoint decoded in int8/bf16 as its export is ----
+"$PROJMT" translate --model "$TMP/m.ckpt" --compute-type int8 --scores < "$TMP/in.txt" > "$TMP/ct.int8.txt" 2> /dev/null
+check "checkpoint with --compute-type int8 translates as the int8 export" cmp -s "$TMP/got.int8.txt" "$TMP/ct.int8.txt"
+check "int8 scores differ from the checkpoint's (int8 really ran)" bash -c '! cmp -s "$1" "$2"' _ \
+    "$TMP/want.txt" "$TMP/ct.int8.txt"
+"$PROJMT" translate --model "$TMP/m.int8" --compute-type fp32 --scores < "$TMP/in.txt" > "$TMP/ct.fp32.txt" 2> /dev/null
+check "int8 file with --compute-type fp32 translates" test $? -eq 0 -a "$(wc -l < "$TMP/ct.fp32.txt")" -eq 3
+check "int8 file with --compute-type fp32 does not decode in int8" bash -c '! cmp -s "$1" "$2"' _ \
+    "$TMP/got.int8.txt" "$TMP/ct.fp32.txt"
+if grep -q avx512_bf16 /proc/cpuinfo; then
+    "$PROJMT" translate --model "$TMP/m.ckpt" --compute-type bf16 --scores < "$TMP/in.txt" > "$TMP/ct.bf16.txt" 2> /dev/null
+    check "checkpoint with --compute-type bf16 translates as the bf16 export" cmp -s "$TMP/got.bf16.txt" "$TMP/ct.bf16.txt"
+fi
+"$PROJMT" translate --model "$TMP/m.ckpt" --compute-type fp16 < "$TMP/in.txt" > /dev/null 2> "$TMP/ct.bad.txt"
+check "unknown compute type exits 2" test $? -eq 2
+check "unknown compute type named" grep -q "fp16" "$TMP/ct.bad.txt"
+"$PROJMT" bench --decode --model "$TMP/m.ckpt" --compute-type int8 --sentences 3 --data-dir "$TMP/nodata" \
+    > "$TMP/ct.bench.txt" 2>&1
+check "bench --decode takes --compute-type" test $? -eq 0
 
 "$PROJMT" export --model "$TMP/m.ckpt" --out "$TMP/x" --weights fp16 > /dev/null 2> "$TMP/bad.txt"
 check "unknown weight type exits 2" test $? -eq 2

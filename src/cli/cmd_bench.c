@@ -190,6 +190,12 @@ static int bench_decode(const pmt_config *cfg, const char *modes, int n, int bat
             fprintf(stderr, "projmt bench: %s\n", err);
             return 1;
         }
+        if (pmt_model_set_compute_type(&m, cfg->compute_type, err, sizeof err) != 0) {
+            fprintf(stderr, "projmt bench: %s\n", err);
+            pmt_spm_free(spm);
+            pmt_model_free(&m);
+            return 1;
+        }
         rc = decode_one(&m, spm, src_text, n, batch, cfg->model, json);
         pmt_spm_free(spm);
         pmt_model_free(&m);

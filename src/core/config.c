@@ -17,7 +17,9 @@
 
 /* T_PATH is a T_STRING naming a file or folder: checked by pmt_path_check
  * ("" is allowed and means unset; whoever needs the path refuses ""). */
-typedef enum { T_INT, T_ULONG, T_DOUBLE, T_STRING, T_PATH, T_KIND, T_SIGMA, T_KERNEL, T_METRIC, T_PRECISION } field_type;
+typedef enum {
+    T_INT, T_ULONG, T_DOUBLE, T_STRING, T_PATH, T_KIND, T_SIGMA, T_KERNEL, T_METRIC, T_PRECISION, T_COMPUTE
+} field_type;
 
 typedef struct {
     const char *key;      /* INI key; the CLI flag is the same with '-' for '_' */
@@ -100,6 +102,8 @@ static const field fields[] = {
     F("normalize", T_DOUBLE, normalize, "1.0", "translate", "length normalization: score / length^alpha"),
     F("max_length_factor", T_DOUBLE, max_length_factor, "1.5", "translate", "output limit: factor * source length + const"),
     F("max_length_const", T_INT, max_length_const, "10", "translate", "output limit constant"),
+    F("compute_type", T_COMPUTE, compute_type, "auto", "translate",
+      "weights decoding multiplies by: auto (the file's own) | fp32 | bf16 | int8 (converted at load, as export stores them)"),
 };
 enum { N_FIELDS = sizeof fields / sizeof fields[0] };
 
@@ -107,6 +111,11 @@ static const char *const kind_names[] = {"standard", "projection"};
 static const char *const kernel_names[PMT_KERNELS] = {"gaussian", "boxcar", "constant", "epanechnikov"};
 static const char *const metric_names[PMT_METRICS] = {"euclidean", "diagonal", "cosine", "dot"};
 static const char *const precision_names[PMT_PRECISIONS] = {"fp32", "bf16"};
+static const char *const compute_type_names[PMT_COMPUTE_TYPES] = {"auto", "fp32", "bf16", "int8"};
+
+const char *pmt_compute_type_name(int compute_type) {
+    return compute_type >= 0 && compute_type < PMT_COMPUTE_TYPES ? compute_type_names[compute_type] : "?";
+}
 
 const char *pmt_kernel_name(int kernel) {
     return kernel >= 0 && kernel < PMT_KERNELS ? kernel_names[kernel] : "?";
@@ -252,9 +261,11 @@ static int set_field(pmt_config *cfg, const field *f, const char *value, char *e
         return 0;
     }
     case T_METRIC:
-    case T_PRECISION: {
-        int k = f->type == T_METRIC ? parse_name(value, metric_names, PMT_METRICS)
-                                    : parse_name(value, precision_names, PMT_PRECISIONS);
+    case T_PRECISION:
+    case T_COMPUTE: {
+        int k = f->type == T_METRIC      ? parse_name(value, metric_names, PMT_METRICS)
+                : f->type == T_PRECISION ? parse_name(value, precision_names, PMT_PRECISIONS)
+                                         : parse_name(value, compute_type_names, PMT_COMPUTE_TYPES);
         if (k < 0) goto bad;
         *(int *)p = k;
         return 0;
@@ -306,6 +317,7 @@ static void format_field(const pmt_config *cfg, const field *f, char *buf, size_
     case T_KERNEL: snprintf(buf, len, "%s", pmt_kernel_name(*(const int *)p)); break;
     case T_METRIC: snprintf(buf, len, "%s", pmt_metric_name(*(const int *)p)); break;
     case T_PRECISION: snprintf(buf, len, "%s", pmt_precision_name(*(const int *)p)); break;
+    case T_COMPUTE: snprintf(buf, len, "%s", pmt_compute_type_name(*(const int *)p)); break;
     }
 }
 

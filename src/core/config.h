@@ -44,6 +44,13 @@ typedef enum {
  * Adam moments stay fp32 either way). */
 typedef enum { PMT_PRECISION_FP32 = 0, PMT_PRECISION_BF16 = 1, PMT_PRECISIONS = 2 } pmt_precision;
 
+/* The weights decoding multiplies by (as CTranslate2's compute_type): auto
+ * is the model file's own type (a checkpoint's fp32); the others convert at
+ * load, int8 and bf16 as `projmt export --weights` stores them. */
+typedef enum {
+    PMT_COMPUTE_AUTO = 0, PMT_COMPUTE_FP32 = 1, PMT_COMPUTE_BF16 = 2, PMT_COMPUTE_INT8 = 3, PMT_COMPUTE_TYPES = 4
+} pmt_compute_type;
+
 /* Upper bound of max_len. Attention keeps [T, S] blocks per sentence and
  * head (activations B·NH·T·S, per-thread scratch ~2·T·S floats), so memory
  * grows with the square of the length: 2048 tokens (several times the
@@ -101,6 +108,7 @@ typedef struct pmt_config {
     double normalize;               /* length penalty exponent α: score / len^α */
     double max_length_factor;       /* output limit = factor * source length + max_length_const */
     int max_length_const;
+    int compute_type;               /* pmt_compute_type of decoding */
 } pmt_config;
 
 /* Fills every field with its default. */
@@ -145,6 +153,7 @@ const char *pmt_attention_kind_name(int kind);
 const char *pmt_kernel_name(int kernel);
 const char *pmt_metric_name(int metric);
 const char *pmt_precision_name(int precision);
+const char *pmt_compute_type_name(int compute_type);
 
 /* Checked integer parsing for every number read from a user: the whole of
  * text must be a base-10 integer in [min, max] ("1e3", "4x", "" and

@@ -448,6 +448,29 @@ int pmt_checkpoint_copy_params(const pmt_checkpoint *ck, pmt_model *m, char *err
     return 0;
 }
 
+int pmt_model_set_compute_type(pmt_model *m, int compute_type, char *err, size_t errlen) {
+    switch (compute_type) {
+    case PMT_COMPUTE_AUTO: return 0;
+    case PMT_COMPUTE_FP32: m->decode_weights = PMT_WEIGHTS_FP32; return 0;
+    case PMT_COMPUTE_INT8:
+        if (pmt_model_round_weights(m, PMT_WEIGHTS_INT8, err, errlen) != 0) return -1;
+        m->decode_weights = PMT_WEIGHTS_INT8;
+        return 0;
+    case PMT_COMPUTE_BF16:
+        if (!pmt_cpu_has_bf16()) {
+            snprintf(err, errlen, "compute type bf16 needs a CPU with native bf16 dot products (avx512_bf16); "
+                     "use --compute-type int8 or fp32");
+            return -1;
+        }
+        if (pmt_model_round_weights(m, PMT_WEIGHTS_BF16, err, errlen) != 0) return -1;
+        m->decode_weights = PMT_WEIGHTS_BF16;
+        return 0;
+    default:
+        snprintf(err, errlen, "unknown compute type %d", compute_type);
+        return -1;
+    }
+}
+
 int pmt_checkpoint_load_model(const char *path, pmt_model *m, int max_rows, int max_len,
                               pmt_spm **spm, char *err, size_t errlen) {
     pmt_checkpoint ck;

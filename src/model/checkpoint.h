@@ -146,5 +146,11 @@ int pmt_checkpoint_copy_params(const pmt_checkpoint *ck, pmt_model *m, char *err
  * 0, or -1 with err; on failure nothing is left allocated. */
 int pmt_checkpoint_load_model(const char *path, pmt_model *m, int max_rows, int max_len,
                               pmt_spm **spm, char *err, size_t errlen);
+/* What the decoder of a loaded model m multiplies by (pmt_compute_type of
+ * core/config.h): auto keeps what loading chose (the file's own type);
+ * fp32, bf16 and int8 take effect at decoder init (int8 and bf16 are the
+ * weights `projmt export --weights` would store). bf16 needs native bf16
+ * dot products: -1 with err naming the way out. */
+int pmt_model_set_compute_type(pmt_model *m, int compute_type, char *err, size_t errlen);
 
 #endif

@@ -66,6 +66,36 @@ static pmt_weight_type storage_of(const pmt_tensor *t, pmt_weight_type weights) 
     return t->rows > 1 && t->cols > 1 ? weights : PMT_WEIGHTS_FP32;
 }
 
+int pmt_model_round_weights(pmt_model *m, pmt_weight_type weights, char *err, size_t errlen) {
+    for (int i = 0; i < m->n_tensors; i++) {
+        const pmt_tensor *t = &m->tensors[i];
+        float *w = m->params + t->offset;
+        switch (storage_of(t, weights)) {
+        case PMT_WEIGHTS_FP32:
+            break;
+        case PMT_WEIGHTS_BF16:
+            for (size_t k = 0; k < t->size; k++) w[k] = pmt_bf16_to_float(pmt_bf16_from_float(w[k]));
+            break;
+        case PMT_WEIGHTS_INT8: {
+            int8_t *q = malloc(t->size);
+            float *scale = malloc((size_t)t->rows * sizeof *scale);
+            if (!q || !scale) {
+                free(q);
+                free(scale);
+                snprintf(err, errlen, "out of memory rounding '%s' to int8", t->name);
+                return -1;
+            }
+            pmt_int8_quantize_rows(q, scale, w, t->rows, t->cols);
+            pmt_int8_dequantize_rows(w, q, scale, t->rows, t->cols);
+            free(q);
+            free(scale);
+            break;
+        }
+        }
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* writing                                                             */
 

@@ -81,4 +81,10 @@ void pmt_int8_quantize_rows(int8_t *q, float *scale, const float *w, int rows, i
 /* q, scale → w [rows, cols]. */
 void pmt_int8_dequantize_rows(float *w, const int8_t *q, const float *scale, int rows, int cols);
 
+/* Rounds m's matrices (the tensors a file of this type stores in it) to
+ * the values an exported file of that type holds, in place: int8 per-row
+ * quantised and widened back, bf16 rounded. fp32 changes nothing; values
+ * already so rounded stay as they are. 0, or -1 with err (out of memory). */
+int pmt_model_round_weights(pmt_model *m, pmt_weight_type weights, char *err, size_t errlen);
+
 #endif

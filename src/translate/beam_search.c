@@ -114,6 +114,7 @@ void pmt_decode_options_from_config(pmt_decode_options *o, const pmt_config *cfg
     o->normalize = cfg->normalize;
     o->max_length_factor = cfg->max_length_factor;
     o->max_length_const = cfg->max_length_const;
+    o->compute_type = cfg->compute_type;
 }
 
 int pmt_search_max_output(const pmt_model *m, const pmt_decode_options *opt, int src_len) {

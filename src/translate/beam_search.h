@@ -27,9 +27,10 @@ typedef struct pmt_decode_options {
     double normalize;            /* α: hypotheses are ranked by logprob / len^α */
     double max_length_factor;    /* output limit = factor * source tokens + const, */
     int max_length_const;        /*   capped at m->max_len - 1 (tokens before EOS) */
+    int compute_type;            /* pmt_compute_type: applied when a model is loaded (translator.h) */
 } pmt_decode_options;
 
-/* Copies the translation keys of cfg (beam_size, n_best, normalize, max_length_*). */
+/* Copies the translation keys of cfg (beam_size, n_best, normalize, max_length_*, compute_type). */
 void pmt_decode_options_from_config(pmt_decode_options *o, const pmt_config *cfg);
 
 typedef struct pmt_hypothesis {

@@ -58,6 +58,11 @@ int pmt_translator_load(pmt_translator *t, const char *model_path, const pmt_dec
     pmt_spm *spm = NULL;
     memset(t, 0, sizeof *t);
     if (pmt_checkpoint_load_model(model_path, &model, ENCODER_ROWS, 0, &spm, err, errlen) != 0) return -1;
+    if (pmt_model_set_compute_type(&model, opt->compute_type, err, errlen) != 0) {
+        pmt_model_free(&model);
+        pmt_spm_free(spm);
+        return -1;
+    }
     return pmt_translator_init(t, &model, spm, opt, max_batch, err, errlen);
 }
 
