@@ -22,7 +22,7 @@
 
 static void usage(FILE *out) {
     fprintf(out, "usage: projmt bench [--config FILE] [--steps N] [--warmup N] [--modes LIST] [--precisions LIST] [--synthetic] [--json] [options]\n"
-           "       projmt bench --decode [--model CKPT] [--sentences N] [--decode-batch N] [--modes LIST]\n"
+           "       projmt bench --decode [--model CKPT] [--compute-type T] [--sentences N] [--decode-batch N] [--modes LIST]\n"
            "  Trains --steps timed optimizer steps (after --warmup untimed ones) per attention mode on the\n"
            "  same batches (the first batches of <data-dir>/train.tok, or synthetic spa-eng-like batches),\n"
            "  and prints parameters, FLOPs per token, ms per step (median), tokens/s, GFLOP/s, %% of the\n"
@@ -34,7 +34,8 @@ static void usage(FILE *out) {
            "           and the bf16/fp32 tokens/s ratio is printed per mode (default: --precision alone)\n"
            "  --decode: sentences/s, source words/s and output tokens/s of batched greedy and beam-4 search over\n"
            "           the first --sentences (1000) lines of <data-dir>/test.en, per mode with randomly initialised\n"
-           "           models, or with the trained checkpoint or exported model file given by --model\n\n");
+           "           models, or with the trained checkpoint or exported model file given by --model, whose\n"
+           "           weights --compute-type chooses: auto (the file's own) | fp32 | bf16 | int8\n\n");
     pmt_config_print_help(out, "model,train");
 }
 

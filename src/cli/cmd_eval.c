@@ -67,6 +67,7 @@ static void print_usage(FILE *out) {
             "  --data-dir DIR    prepared data (default: the config's data_dir)\n"
             "  --src FILE        English sentences to translate, one per line\n"
             "  --beam-size N     beam width for --src (1 = greedy)\n"
+            "  --compute-type T  weights --src is decoded with: auto (the file's own) | fp32 | bf16 | int8\n"
             "  --hyp-out FILE    also write the translations of --src there\n"
             "  --threads N       threads (0 = all cores)\n"
             "  --json            also print one JSON object on the last line\n");
