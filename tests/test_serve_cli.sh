@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # test_serve_cli.sh — `projmt serve` over loopback with curl, on a tiny
 # checkpoint: every endpoint (/translate as JSON and as a form, /languages,
-# /health, /metrics, /info, the page), translations equal to `projmt
-# translate` on the same lines (string, array, multi-line, beam 1,
-# alternatives = n-best), the cross-attention field, every error case
-# (bad JSON, missing fields, language pair, format, beam and alternatives
-# ranges, sentences and characters per request, body size by Content-Length
-# and chunked, invalid UTF-8 repaired with a warning, 404/405, paths that
-# would reach files), the API key, a slow client timed out while others are
-# served, concurrent requests batched together with answers equal to
-# `translate`, and SIGTERM answering the request in flight before exiting.
+# /health, /metrics, /info with the model card's score rows, the page),
+# translations equal to `projmt translate` on the same lines (string,
+# array, multi-line, beam 1, alternatives = n-best), the cross-attention
+# field, every error case (bad JSON, missing fields, language pair, format,
+# beam and alternatives ranges, sentences and characters per request, body
+# size by Content-Length and chunked, invalid UTF-8 repaired with a
+# warning, 404/405, paths that would reach files), the API key, a slow
+# client timed out while others are served, concurrent requests batched
+# together with answers equal to `translate`, and SIGTERM answering the
+# request in flight before exiting.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 BUILD=${1:?usage: test_serve_cli.sh BUILD_DIR}
@@ -206,6 +207,33 @@ req POST /translate "${JSON[@]}" -H 'Authorization: Bearer s3cret-key' -d "{$BOD
 check "Bearer header accepted" test "$(jget "$TMP/body" "d['translatedText']")" = "$(expected 1)"
 req GET /info
 check "/info says a key is required" test "$(jget "$TMP/body" "d['api_key_required']")" = True
+serve_stop
+
+# ---- the model card's score lines in /info ----
+cat > "$TMP/card.md" <<'CARD'
+# A card
+
+Scored with sacreBLEU-exact BLEU and chrF (this prose line has no number list mark).
+
+| | fp32 | int8 |
+|---|---|---|
+| test BLEU (2,000 sentences) | 44.55 | 44.62 |
+| test chrF | 63.85 | 63.96 |
+| file size | 28 MB | 7.5 MB |
+
+| candidate | valid BLEU |
+|---|---|
+| avg | 46.22 |
+
+- FLORES-200 dev scores 3.1 BLEU: out of domain.
+- no score named here 12
+CARD
+serve_start card --card "$TMP/card.md" || { echo "FAIL: the server with a card did not start"; exit 1; }
+req GET /info
+check "/info: the card's file" test "$(jget "$TMP/body" "d['card']['file']")" = card.md
+check "/info: the card's score rows, each value after its column" \
+  test "$(jget "$TMP/body" "' | '.join(d['card']['scores'])")" = \
+  "test BLEU (2,000 sentences): fp32 44.55 · int8 44.62 | test chrF: fp32 63.85 · int8 63.96 | FLORES-200 dev scores 3.1 BLEU: out of domain."
 serve_stop
 
 # ---- concurrent requests share a batch; SIGTERM answers the one in flight ----

@@ -442,7 +442,39 @@ static json_t *model_config_json(const pmt_config *cfg) {
     return obj;
 }
 
-/* Score lines (BLEU, chrF) of a Markdown model card, as written there. */
+/* Markdown table cells of line (which starts with '|'), trimmed, in place:
+ * at most max of them; returns how many. */
+enum { CARD_CELLS = 8 };
+static int table_cells(char *line, char **cells, int max) {
+    int n = 0;
+    char *p = line + 1;
+    while (n < max) {
+        char *bar = strchr(p, '|');
+        if (!bar) break;
+        *bar = '\0';
+        while (isspace((unsigned char)*p)) p++;
+        char *e = p + strlen(p);
+        while (e > p && isspace((unsigned char)e[-1])) *--e = '\0';
+        cells[n++] = p;
+        p = bar + 1;
+    }
+    return n;
+}
+
+static int names_score(const char *s) { return strstr(s, "BLEU") || strstr(s, "chrF"); }
+static int has_digit(const char *s) { return strpbrk(s, "0123456789") != NULL; }
+
+/* A table's separator row: only '|', '-', ':' and spaces. */
+static int separator_row(const char *line) {
+    return line[0] == '|' && strspn(line, "|-: \t\r\n") == strlen(line) && strchr(line, '-');
+}
+
+/* The score lines of a Markdown model card (scripts/model_card.py writes
+ * its scores as a table with a header naming the columns): each table row
+ * whose first cell names BLEU or chrF and that holds a number, as "first
+ * cell: header value · header value" ("test split BLEU: fp32 44.55 · int8
+ * 44.62"), and each list item naming BLEU or chrF with a number, without
+ * its mark. Headings, prose and header rows are left out. */
 static json_t *card_json(const char *path, int explicit_path, char *err, size_t errlen, int *failed) {
     *failed = 0;
     FILE *f = fopen(path, "r");
@@ -454,13 +486,43 @@ static json_t *card_json(const char *path, int explicit_path, char *err, size_t 
         return NULL;
     }
     json_t *scores = json_array();
-    char line[1024];
+    char line[1024], prev[1024] = "", header[1024] = "";
+    char *head[CARD_CELLS];
+    int n_head = 0;
     while (scores && fgets(line, sizeof line, f) && json_array_size(scores) < 24) {
-        if (!strstr(line, "BLEU") && !strstr(line, "chrF")) continue;
         size_t n = strlen(line);
         while (n && isspace((unsigned char)line[n - 1])) line[--n] = '\0';
-        char clean[3 * sizeof line + 1];
-        pmt_utf8_sanitize(line, n, clean);
+        char out[2 * sizeof line] = "";
+        if (line[0] != '|') {
+            n_head = 0;   /* a table ends at its first line that is not a row */
+            prev[0] = '\0';
+            const char *item = line + strspn(line, " ");
+            if ((item[0] == '-' || item[0] == '*') && item[1] == ' ' && names_score(item) && has_digit(item))
+                snprintf(out, sizeof out, "%s", item + 2);
+        } else if (separator_row(line)) {
+            snprintf(header, sizeof header, "%s", prev);   /* the row above names the columns */
+            n_head = table_cells(header, head, CARD_CELLS);
+            continue;
+        } else {
+            snprintf(prev, sizeof prev, "%s", line);
+            char row[sizeof line];
+            char *cell[CARD_CELLS];
+            snprintf(row, sizeof row, "%s", line);
+            const int n_cell = table_cells(row, cell, CARD_CELLS);
+            int numbers = 0;
+            for (int i = 1; i < n_cell; i++) numbers |= has_digit(cell[i]);
+            if (n_cell < 2 || !names_score(cell[0]) || !numbers) continue;
+            /* each value after its column's name */
+            size_t len = (size_t)snprintf(out, sizeof out, "%s:", cell[0]);
+            for (int i = 1; i < n_cell && len < sizeof out; i++) {
+                const char *name = i < n_head ? head[i] : "";
+                len += (size_t)snprintf(out + len, sizeof out - len, "%s %s%s%s", i > 1 ? " ·" : "", name,
+                                        name[0] ? " " : "", cell[i]);
+            }
+        }
+        if (!out[0]) continue;
+        char clean[3 * sizeof out + 1];
+        pmt_utf8_sanitize(out, strlen(out), clean);
         json_array_append_new(scores, json_string(clean));
     }
     fclose(f);
