@@ -1,7 +1,11 @@
 /*
- * gemm_lowp.c — see gemm_lowp.h. The integer product is oneDNN's
- * dnnl_gemm_s8s8s32 (row-major, like dnnl_sgemm), which picks its VNNI
- * kernel from the CPU; quantising and rescaling are plain loops.
+ * gemm_lowp.c — see gemm_lowp.h. The integer products are oneDNN's: the
+ * decoder's through int8 matmul primitives over weights packed once
+ * (linear_forward_int8_packed), and the one-call form through
+ * dnnl_gemm_s8s8s32 (row-major, like dnnl_sgemm; it packs the weights on
+ * every call, and stays as the plain reference the packed form is tested
+ * against). Both pick their VNNI kernels from the CPU; quantising and
+ * rescaling are plain loops shared by the two.
  */
 #include "nn/gemm_lowp.h"
 

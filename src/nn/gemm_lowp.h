@@ -38,7 +38,8 @@ typedef struct pmt_int8_scratch {
     int32_t *acc;
 } pmt_int8_scratch;
 
-/* out [N, OUT] = in [N, IN] · (w_scale ⊙ wq [OUT, IN])ᵀ + b [OUT] (b may be NULL). */
+/* out [N, OUT] = in [N, IN] · (w_scale ⊙ wq [OUT, IN])ᵀ + b [OUT] (b may be NULL),
+ * in one call that packs wq each time: the reference of the packed form below. */
 void linear_forward_int8(float *out, const float *in, const int8_t *wq, const float *w_scale, const float *b,
                          int N, int IN, int OUT, const pmt_int8_scratch *scratch);
 
