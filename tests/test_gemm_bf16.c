@@ -13,7 +13,7 @@
  *     wide leading dimensions, beta 0 and 1, alpha != 1; and they really are
  *     bf16: their distance to the fp32 product is of bf16's size;
  *   - more shapes than the primitive cache holds (evictions, rebuilds);
- *   - pmt_sgemm_same_a reuses A's conversion only for the same A and alpha;
+ *   - pmt_sgemm_lp with same_a reuses A's conversion only for the same A and alpha;
  *   - switching back to fp32 gives fp32 products again;
  *   - linear layers with caller-kept bf16 copies (nn/ops.h linear_bf16: the
  *     input slot written by forward, weights rounded once, a pre-scaled
@@ -174,7 +174,7 @@ static void test_products(void) {
             check_bf16_shape(rows & 1, 0, rows, 24, 40, 1.0f, (float)pass, &acc_many, &round_many);
     CHECK_MSG(acc_many < 2e-5, "many shapes: bf16 products differ from the bf16 operands' product by %.3g", acc_many);
 
-    /* pmt_sgemm_same_a: the backward pair of a linear layer, dout the A of
+    /* pmt_sgemm_lp with same_a: the backward pair of a linear layer, dout the A of
      * both; the second product must equal a fresh pmt_sgemm bitwise, also
      * when its alpha differs (then A is converted again). */
     enum { NR = 50, OUT = 40, IN = 30 };
@@ -187,9 +187,9 @@ static void test_products(void) {
     for (int k = 0; k < 2; k++) {
         const float alpha2 = k ? 0.5f : 0.25f;
         pmt_sgemm(0, 0, NR, IN, OUT, 0.25f, dout, OUT, w, IN, 0.0f, dinp, IN);
-        pmt_sgemm_same_a(1, 0, OUT, IN, NR, alpha2, dout, OUT, inp, IN, 0.0f, dw1, IN);
+        pmt_sgemm_lp(1, 1, 0, OUT, IN, NR, alpha2, dout, NULL, OUT, inp, NULL, IN, 0.0f, dw1, IN);
         pmt_sgemm(1, 0, OUT, IN, NR, alpha2, dout, OUT, inp, IN, 0.0f, dw2, IN);
-        CHECK_MSG(memcmp(dw1, dw2, sizeof(float) * OUT * IN) == 0, "pmt_sgemm_same_a (alpha %g) differs", alpha2);
+        CHECK_MSG(memcmp(dw1, dw2, sizeof(float) * OUT * IN) == 0, "same_a (alpha %g) differs", alpha2);
     }
     free(dout); free(w); free(inp); free(dinp); free(dw1); free(dw2);
 

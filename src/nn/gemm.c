@@ -362,11 +362,6 @@ void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K,
     sgemm_on(backend, 0, ta, tb, M, N, K, alpha, A, NULL, lda, B, NULL, ldb, beta, C, ldc);
 }
 
-void pmt_sgemm_same_a(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-                      int ldb, float beta, float *C, int ldc) {
-    sgemm_on(PROJMT_GEMM_DEFAULT, 1, ta, tb, M, N, K, alpha, A, NULL, lda, B, NULL, ldb, beta, C, ldc);
-}
-
 void pmt_sgemm_lp(int same_a, int ta, int tb, int M, int N, int K, float alpha, const float *A, const uint16_t *A16,
                   int lda, const float *B, const uint16_t *B16, int ldb, float beta, float *C, int ldc) {
     sgemm_on(PROJMT_GEMM_DEFAULT, same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);

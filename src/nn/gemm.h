@@ -56,20 +56,17 @@ void pmt_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const
 void pmt_sgemm_on(pmt_gemm_backend backend, int trans_a, int trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
-/* pmt_sgemm whose A is the previous product's A, unchanged since (the two
- * backward products of a linear layer share dout): in bf16 its converted
- * copy is used again when the stored matrix (pointer, shape, leading
- * dimension) and alpha match; otherwise, and in fp32, exactly pmt_sgemm. */
-void pmt_sgemm_same_a(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                      const float *B, int ldb, float beta, float *C, int ldc);
-
-/* pmt_sgemm (same_a: pmt_sgemm_same_a) whose operands may come with their
+/* pmt_sgemm whose operands may come with their
  * bf16 copies, kept by the caller so that no product converts the same
  * matrix twice: A16 = bf16(alpha · A) and B16 = bf16(B), dense (leading
  * dimension = the stored width, rows as stored), each NULL when there is
  * none. In the bf16 precision a given copy replaces the conversion of its
  * operand (which may then be NULL); the result is bit-identical to
- * converting here. In fp32 the copies are ignored and A, B are required. */
+ * converting here. In fp32 the copies are ignored and A, B are required.
+ * same_a: A is the previous product's A, unchanged since (the two backward
+ * products of a linear layer share dout), so in bf16 its converted copy is
+ * used again when the stored matrix (pointer, shape, leading dimension) and
+ * alpha match; the caller must know that previous product ran. */
 void pmt_sgemm_lp(int same_a, int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                   const uint16_t *A16, int lda, const float *B, const uint16_t *B16, int ldb, float beta, float *C,
                   int ldc);
