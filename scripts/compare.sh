@@ -7,7 +7,7 @@
 #        [--config FILE] [--modes "standard projection ..."] [--mode 'LABEL=--flag value ...']
 #        [--data-dir D] [--root DIR] [--build DIR] [--flores PREFIX|none]
 #        [--beam-size N] [--bleu-sentences N|all] [--bench-steps N] [--force]
-#        [--session-minutes M]
+#        [--session-minutes M] [--budget-note TEXT]
 #
 # Modes: standard, projection (all three sites), proj-self (projection in both
 # self-attentions, standard cross), proj-cross (projection cross-attention
@@ -32,6 +32,12 @@
 # $PROJMT_FLORES, $PROJMT_DATA_DIR/flores200-dev, data/flores200-dev and
 # ../shared/data/flores200-dev next to the repository (scripts/flores.sh).
 #
+# Per-mode budgets: give each mode its own `--max-steps N --epochs 0 --minutes 0`
+# in LABEL=--flags and no common budget, e.g. steps worth the same minutes at
+# each mode's quiet step time (`projmt bench`), so that other load on the
+# machine cannot change what is compared; --budget-note TEXT says so in
+# report.md and summary.json.
+#
 # Output in ROOT/NAME/ (ROOT defaults to eval/runs):
 #   report.md, summary.json (per mode: flags, budget, minutes, steps, test
 #   BLEU/chrF, valid accuracy, step-time ratio, parameters; see make_report.py),
@@ -41,7 +47,8 @@
 #   ckpt/         inputs cut from the corpus (not committed)
 # Resumable: a mode whose folder has `done` is not retrained (nor, when its
 # results exist, re-evaluated) unless --force; an interrupted run resumes
-# from its last.ckpt.
+# from its last.ckpt. A finished mode without checkpoints (a study cloned from
+# the repository) keeps its results, so new modes can join a committed study.
 set -euo pipefail
 # Paths given on the command line are relative to the current folder; the
 # defaults to the repository.
@@ -49,7 +56,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 
 command_line="bash scripts/compare.sh$(printf ' %q' "$@")"
 name="" config=$repo/configs/base.ini data_dir=$repo/data/spa-eng root=$repo/eval/runs build=$repo/build
-flores=auto beam_size=4 bleu_sentences=all bench_steps=10 force=0 session_minutes=""
+flores=auto beam_size=4 bleu_sentences=all bench_steps=10 force=0 session_minutes="" budget_note=""
 budget=() mode_specs=()
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
@@ -93,6 +100,7 @@ while [ $# -gt 0 ]; do
     --bench-steps) bench_steps=$2; shift 2 ;;
     --force) force=1; shift ;;
     --session-minutes) session_minutes=$2; shift 2 ;;
+    --budget-note) budget_note=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -213,6 +221,18 @@ session_over() {
 evaluate_mode() {
   local dir=$1 model=$1/ckpt/best.ckpt
   [ -f "$model" ] || model=$dir/ckpt/last.ckpt
+  if [ ! -f "$model" ]; then
+    # A finished run whose checkpoints are gone — a study cloned from the
+    # repository has its results but never its checkpoints: the results stand.
+    local kept=("$dir/eval_valid.json" "$dir/eval_test.json") f
+    [ "$bleu_sentences" = 0 ] || kept+=("$dir/eval_bleu_test.json")
+    [ "$flores" = none ] || kept+=("$dir/eval_bleu_flores.json")
+    for f in "${kept[@]}"; do
+      [ -s "$f" ] || die "$mode_label: no checkpoint in $dir/ckpt to evaluate and no $f; retrain it with --force"
+    done
+    echo "== $mode_label: no checkpoint in $dir/ckpt; keeping its results (no attention pictures or sample translations for it)"
+    return 0
+  fi
   echo "== $mode_label: evaluating $model"
   eval_json "$dir/eval_valid.json" "$dir" --model "$model" --split valid --data-dir "$data_dir"
   eval_json "$dir/eval_test.json" "$dir" --model "$model" --split test --data-dir "$data_dir"
@@ -256,13 +276,16 @@ bench_modes() {
 }
 
 plot_all() {
-  local runs=() label k dumps
+  local runs=() label k dumps dump
   for label in "${labels[@]}"; do runs+=("$label=$study/$label/train.tsv"); done
   "$python" "$repo/scripts/plot_curves.py" --out "$study/plots" "${runs[@]}"
   for k in "${!attention_src[@]}"; do
     dumps=()
-    for label in "${labels[@]}"; do dumps+=("$label=$study/$label/ckpt/attention-s$((k + 1))/attention.json"); done
-    "$python" "$repo/scripts/plot_attention.py" --out "$study/attention" --name "s$((k + 1))" "${dumps[@]}"
+    for label in "${labels[@]}"; do
+      dump=$study/$label/ckpt/attention-s$((k + 1))/attention.json
+      [ ! -f "$dump" ] || dumps+=("$label=$dump")
+    done
+    [ ${#dumps[@]} -eq 0 ] || "$python" "$repo/scripts/plot_attention.py" --out "$study/attention" --name "s$((k + 1))" "${dumps[@]}"
   done
 }
 
@@ -280,7 +303,7 @@ done
 bench_modes
 plot_all
 "$python" "$repo/scripts/make_report.py" --study "$study" --command "$command_line" --config "$config" \
-  --test-src "$test_src" --test-ref "$test_ref" --flores "$flores" --budget "${budget[*]:0:2}" "${labels[@]}"
+  --test-src "$test_src" --test-ref "$test_ref" --flores "$flores" --budget "${budget[*]:0:2}" --budget-note "$budget_note" "${labels[@]}"
 # The logs and evaluation files name the model and data by the paths given
 # here; as committed they name them from the repository the study is in.
 study_repo=$(git -C "$study" rev-parse --show-toplevel 2>/dev/null || echo "$repo")

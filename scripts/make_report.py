@@ -3,7 +3,7 @@
 
     /usr/bin/python3 scripts/make_report.py --study DIR --command CMD [--config FILE]
         [--test-src F --test-ref F] [--flores PREFIX|none] [--budget "--minutes 15"]
-        LABEL [LABEL ...]
+        [--budget-note TEXT] LABEL [LABEL ...]
 
 Reads, for each mode LABEL, DIR/LABEL/{train.tsv, flags.txt, eval_valid.json,
 eval_test.json, eval_bleu_test.json, eval_bleu_flores.json} and
@@ -13,7 +13,9 @@ the machine and the exact command. Missing inputs show as "—". Files are
 named relative to the repository root, never by absolute paths.
 
 DIR/summary.json is the same study for programs: the study's command,
-config, budget and machine, and per mode (in the order given) its flags,
+config, budget (the common budget flag, or each mode's own --max-steps
+when its flags carry one: equal wall-clock time set from quiet step times),
+the budget note, and machine, and per mode (in the order given) its flags,
 training minutes and steps, test BLEU and chrF (sacreBLEU-exact, beam
 search), validation accuracy, the step-time ratio to the reference mode
 (`standard` when present, else the first) and the parameter count. Missing
@@ -25,6 +27,7 @@ import datetime
 import json
 import math
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -98,6 +101,26 @@ def ms_per_step(train_rows, valid_rows):
     return 1000.0 * seconds / steps if steps > 0 else math.nan
 
 
+def attention_setup(folder):
+    """A run's attention per site, projection kernel, metric and σ mode: from
+    its attention dump, or — when its checkpoints are gone, as in a study
+    cloned from the repository — from the lines train.log starts with."""
+    dump = read_json(os.path.join(folder, "ckpt", "attention-s1", "attention.json"))
+    if dump:
+        return {"kinds": [dump["attention"][s] for s in ("encoder_self", "decoder_self", "decoder_cross")],
+                "kernel": dump.get("kernel", "gaussian"), "metric": dump.get("metric", "euclidean"),
+                "sigma": dump["sigma"]}
+    setup = None
+    for line in read_lines(os.path.join(folder, "train.log")) or []:
+        model = re.search(r"attention enc-self (\w+), dec-self (\w+), dec-cross (\w+)\)", line)
+        sites = re.search(r"^projection sites: kernel (\w+), metric (\w+), sigma (\w+)", line)
+        if model:  # a log appended over sittings repeats these lines; the last run's win
+            setup = {"kinds": list(model.groups()), "kernel": "gaussian", "metric": "euclidean", "sigma": "fixed"}
+        elif sites and setup:
+            setup.update(zip(("kernel", "metric", "sigma"), sites.groups()))
+    return setup
+
+
 def summarize_run(study, label):
     """Everything the tables need about one mode, None where missing."""
     folder = os.path.join(study, label)
@@ -117,13 +140,12 @@ def summarize_run(study, label):
     run["best_accuracy"] = max((r["accuracy"] for r in valid), default=math.nan)
     for key in ("valid", "test", "bleu_test", "bleu_flores"):
         run[key] = read_json(os.path.join(folder, f"eval_{key}.json"))
-    dump = read_json(os.path.join(folder, "ckpt", "attention-s1", "attention.json"))
-    if dump:
-        kinds = [dump["attention"][s] for s in ("encoder_self", "decoder_self", "decoder_cross")]
-        family = (dump.get("kernel", "gaussian"), dump.get("metric", "euclidean"))
+    setup = attention_setup(folder)
+    if setup:
+        kinds, family = setup["kinds"], (setup["kernel"], setup["metric"])
         run["attention"] = (" / ".join(SHORT_KIND.get(k, k) for k in kinds)
                             + (f", {family[0]}/{family[1]}" if "projection" in kinds and family != ("gaussian", "euclidean") else "")
-                            + (", learned σ" if dump["sigma"] == "learned" else ""))
+                            + (", learned σ" if setup["sigma"] == "learned" else ""))
     else:
         run["attention"] = DASH
     flags = read_lines(os.path.join(folder, "flags.txt"))
@@ -297,6 +319,32 @@ def parse_budget(text):
     return {}
 
 
+def mode_step_budgets(runs):
+    """{label: N} when every mode carries its own --max-steps N in its flags (no common
+    budget): a study at equal wall-clock time whose step budgets were set from each
+    mode's quiet step time, so that machine load cannot change what is compared."""
+    budgets = {}
+    for r in runs:
+        flags = r["flags"] or []
+        steps = [flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == "--max-steps"]
+        if not steps:
+            return {}
+        budgets[r["label"]] = int(steps[-1])
+    return budgets
+
+
+def budget_sentence(args, runs):
+    """How the modes' budgets compare, for the report's first lines."""
+    if args.budget:
+        text = f"Same seed, data order and budget (`{args.budget}`) for every mode."
+    elif mode_step_budgets(runs):
+        steps = ", ".join(f"{label} {n:,}" for label, n in mode_step_budgets(runs).items())
+        text = f"Same seed and data order; each mode has its own step budget (`--max-steps` in its flags: {steps})."
+    else:
+        text = "Same seed and data order; every mode stops by the config's own criteria."
+    return text + (f" {args.budget_note}" if args.budget_note else "")
+
+
 def summary(runs, args):
     ref = next((r for r in runs if r["label"] == "standard"), runs[0])
     ref_bench = get(ref, "bench", "ms_per_step")
@@ -335,7 +383,9 @@ def summary(runs, args):
         "generated_utc": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%SZ}",
         "command": repo_relative_text(args.command),
         "config": repo_relative(args.config),
-        "budget": parse_budget(args.budget),
+        "budget": parse_budget(args.budget) or
+                  ({"max_steps_per_mode": mode_step_budgets(runs)} if mode_step_budgets(runs) else {}),
+        "budget_note": args.budget_note or None,
         "reference_mode": ref["label"],
         "machine": machine(),
         "keys": SUMMARY_KEYS,
@@ -352,6 +402,7 @@ def main():
     parser.add_argument("--test-ref")
     parser.add_argument("--flores", default="none")
     parser.add_argument("--budget", default="", help="the budget flag every mode got, e.g. '--minutes 15'")
+    parser.add_argument("--budget-note", default="", help="why the budgets are what they are (one sentence)")
     parser.add_argument("labels", nargs="+")
     args = parser.parse_args()
 
@@ -361,8 +412,8 @@ def main():
     quality, quality_note = quality_table(runs)
     n_test = get(runs[0], "bleu_test", "sentences")
     out = [f"# Attention study: {os.path.basename(os.path.normpath(args.study))}", "",
-           f"Modes: {', '.join(args.labels)}. Config: `{repo_relative(args.config)}`. Same seed, data order and budget for "
-           f"every mode. Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.", "",
+           f"Modes: {', '.join(args.labels)}. Config: `{repo_relative(args.config)}`. {budget_sentence(args, runs)} "
+           f"Generated {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC.", "",
            "## Speed", "", *speed, "", speed_note, "",
            "## Quality", "", *quality, "", quality_note,
            bleu_scope(n_test, args.flores), "",

@@ -7,8 +7,9 @@
 # report.md and summary.json carry the numbers of the TSVs and eval files
 # and the exact command with no absolute path, a mode with an interrupted
 # run resumes it, a second run reuses the finished runs instead of training
-# again, and --session-minutes stops a sitting with status 75 that the same
-# command then continues.
+# again, --session-minutes stops a sitting with status 75 that the same
+# command then continues, a study with per-mode step budgets says so, and a
+# new mode joins a study cloned without its checkpoints.
 # SKIPPED when /usr/bin/python3 has no matplotlib.
 # Usage: bash test_compare_smoke.sh <build-dir>
 set -uo pipefail
@@ -168,6 +169,53 @@ status=$?
 check "the next sitting finishes ($(tail -n 2 "$tmp/sitting2.log" | tr '\n' ' '))" [ $status -eq 0 ]
 check "...the mode" [ -f "$tmp/runs/sitting/dot/done" ]
 check "...and writes its summary.json" [ -s "$tmp/runs/sitting/summary.json" ]
+
+# Per-mode step budgets (equal wall-clock time set from quiet step times;
+# steps that train.tsv logs, log_every 2):
+# each mode stops at its own --max-steps, and report.md and summary.json say
+# so, with the budget note, instead of claiming one budget for every mode.
+own=(--name own --root "$tmp/runs" --build "$build" --config "$tmp/tiny.ini" --data-dir "$tmp/data"
+     --modes "fast=--attention projection --max-steps 4 --epochs 0 --minutes 0; slow=--attention standard --max-steps 2 --epochs 0 --minutes 0"
+     --budget-note "Steps worth 1 minute at each mode's quiet speed." --flores none --bleu-sentences 0 --bench-steps 0)
+bash "$here/../scripts/compare.sh" "${own[@]}" > "$tmp/own.log" 2>&1
+status=$?
+check "a study with per-mode step budgets runs ($(tail -n 2 "$tmp/own.log" | tr '\n' ' '))" [ $status -eq 0 ]
+for pair in fast:4 slow:2; do
+  check "${pair%:*} trained its own ${pair#*:} steps" \
+    [ "$(awk -F'\t' '$1 == "train" { s = $2 } END { print s }' "$tmp/runs/own/${pair%:*}/train.tsv")" = "${pair#*:}" ]
+done
+own_budget=$(/usr/bin/python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print(json.dumps(s["budget"], sort_keys=True), s["budget_note"])' \
+  "$tmp/runs/own/summary.json" 2>&1)
+check "summary.json gives each mode's budget and the note ($own_budget)" \
+  [ "$own_budget" = '{"max_steps_per_mode": {"fast": 4, "slow": 2}} Steps worth 1 minute at each mode'"'"'s quiet speed.' ]
+check "report.md names each mode's step budget" grep -qF 'each mode has its own step budget (`--max-steps` in its flags: fast 4, slow 2). Steps worth 1 minute' "$tmp/runs/own/report.md"
+check "...and does not claim one budget for all" bash -c '! grep -q "budget for every mode" "$1"' _ "$tmp/runs/own/report.md"
+check "the common-budget study says its budget" grep -qF 'Same seed, data order and budget (`--max-steps 4`) for every mode.' "$report"
+
+# A committed study on a fresh clone: results without checkpoints (never
+# committed). A new mode joins it; the finished modes keep their results and
+# their attention column comes from train.log.
+mkdir -p "$tmp/clone"
+tar -C "$tmp/runs" --exclude=ckpt -cf - own | tar -C "$tmp/clone" -xf -
+cloned=(--name own --root "$tmp/clone" --build "$build" --config "$tmp/tiny.ini" --data-dir "$tmp/data"
+        --modes "fast=--attention projection --max-steps 4 --epochs 0 --minutes 0; slow=--attention standard --max-steps 2 --epochs 0 --minutes 0; late=--attention projection --kernel boxcar --max-steps 2 --epochs 0 --minutes 0"
+        --flores none --bleu-sentences 0 --bench-steps 0)
+before=$(md5sum < "$tmp/clone/own/fast/train.tsv")
+check "the clone has no checkpoint" [ -z "$(find "$tmp/clone" -name '*.ckpt')" ]
+bash "$here/../scripts/compare.sh" "${cloned[@]}" > "$tmp/clone.log" 2>&1
+status=$?
+check "a new mode joins a cloned study ($(tail -n 2 "$tmp/clone.log" | tr '\n' ' '))" [ $status -eq 0 ]
+check "...keeping the finished modes' results" [ "$(grep -c 'no checkpoint in .*; keeping its results' "$tmp/clone.log")" -eq 2 ]
+check "...without retraining them" [ "$before" = "$(md5sum < "$tmp/clone/own/fast/train.tsv")" ]
+check "...training the new one" [ -f "$tmp/clone/own/late/done" ]
+check "report attention of a cloned standard mode, from train.log" grep -q '^| slow | std / std / std |' "$tmp/clone/own/report.md"
+check "...and of a cloned projection mode" grep -q '^| fast | proj / proj / proj |' "$tmp/clone/own/report.md"
+check "...and of the new boxcar mode" grep -q '^| late | proj / proj / proj, boxcar/euclidean |' "$tmp/clone/own/report.md"
+rm "$tmp/clone/own/slow/eval_test.json"
+bash "$here/../scripts/compare.sh" "${cloned[@]}" > "$tmp/clone2.log" 2>&1
+status=$?
+check "a cloned mode missing its results and checkpoint fails (status $status)" [ $status -ne 0 ]
+check "...saying to retrain it" grep -q "slow: no checkpoint in .* and no .*eval_test.json; retrain it with --force" "$tmp/clone2.log"
 
 # projmt bench takes every named mode of compare.sh in one run (it used to
 # stop silently after 8), and refuses more than it can hold.
