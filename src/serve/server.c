@@ -63,6 +63,10 @@ static enum MHD_Result send_response(pmt_server *s, struct MHD_Connection *c, re
         MHD_add_response_header(resp, "Content-Security-Policy",
                                 "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
                                 "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'");
+    if (status == 503) {         /* shutting down: this connection takes no more requests */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    }
     if (status == 405)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
                                 st->route == R_TRANSLATE ? "POST" : "GET, HEAD");
@@ -362,8 +366,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *con_cls = st;
         pthread_mutex_lock(&s->lock);
         s->in_flight++;
+        const int stopping = s->stopping;
         pthread_mutex_unlock(&s->lock);
         pmt_metrics_in_flight(&s->metrics, 1);
+        if (stopping) return send_error(s, c, st, 503, "Server is shutting down");
         /* A declared body over the limit is refused before it is read. */
         const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (st->route == R_TRANSLATE && length && strtoull(length, NULL, 10) > s->opt.limits.max_body) {
@@ -640,6 +646,9 @@ fail:
 }
 
 void pmt_server_stop(pmt_server *s) {
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    pthread_mutex_unlock(&s->lock);
     MHD_socket listener = MHD_quiesce_daemon(s->daemon);
     if (listener != MHD_INVALID_SOCKET) close(listener);
     pthread_mutex_lock(&s->lock);

@@ -51,17 +51,21 @@ typedef struct pmt_server {
     struct MHD_Daemon *daemon;
     char *info_json;             /* GET /info body */
     int port;                    /* bound port */
-    pthread_mutex_t lock;        /* guards in_flight */
+    pthread_mutex_t lock;        /* guards in_flight and stopping */
     pthread_cond_t idle;
     int in_flight;               /* requests between arrival and completion */
+    int stopping;                /* set by pmt_server_stop: new requests get 503 */
 } pmt_server;
 
 /* Loads the model, starts the batch worker and the HTTP daemon. 0, or -1
  * with err (model, address in use, bad options); nothing is left running. */
 int pmt_server_start(pmt_server *s, const pmt_serve_options *opt, char *err, size_t errlen);
 
-/* Graceful stop: no new connections, every request already received is
- * answered, then the daemon, the worker and the model are released. */
+/* Graceful stop: no new connections; every request already received is
+ * answered, and a request arriving later on an open keep-alive connection
+ * gets 503 with "Connection: close" (otherwise clients that keep sending
+ * keep in_flight above zero and the drain never ends); then the daemon, the
+ * worker and the model are released. */
 void pmt_server_stop(pmt_server *s);
 
 #endif
