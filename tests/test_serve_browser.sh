@@ -7,21 +7,12 @@
 # resources), switches head tab and saves a screenshot to
 # BUILD/test-output/serve_browser/serve.png. SKIPPED without Chromium.
 set -u
-BUILD=${1:?usage: test_serve_browser.sh BUILD_DIR}
-PROJMT=$BUILD/projmt
 CHROMIUM=${PROJMT_CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
-[ -x "$PROJMT" ] && [ -x "$BUILD/test_translator" ] || { echo "SKIPPED: $PROJMT or test_translator not built"; exit 77; }
 [ -n "$CHROMIUM" ] || { echo "SKIPPED: Chromium is not installed (bash scripts/setup.sh --all installs it)"; exit 77; }
-command -v python3 > /dev/null || { echo "SKIPPED: python3 is not installed"; exit 77; }
 source "$(dirname "$0")/serve_fixture.sh"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/projmt-serve-browser-XXXXXX")
+serve_setup serve-browser "${1:?usage: test_serve_browser.sh BUILD_DIR}"
 OUT=$BUILD/test-output/serve_browser
 mkdir -p "$OUT"
-SERVE_PID=""
-trap '[ -n "$SERVE_PID" ] && kill -TERM "$SERVE_PID" 2> /dev/null; rm -rf "$TMP"' EXIT
-
-serve_make_model "$BUILD" "$TMP" || { cat "$TMP/make.log"; echo "FAIL: making the checkpoint"; exit 1; }
-MODEL=$TMP/m.ckpt
 SENTENCE="where is the station"
 EXPECTED=$(printf '%s\n' "$SENTENCE" | "$PROJMT" translate --model "$MODEL" --threads 1 2> /dev/null)
 serve_start browser || { echo "FAIL: the server did not start"; exit 1; }

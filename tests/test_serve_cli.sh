@@ -13,15 +13,9 @@
 # request in flight before exiting.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/check.sh"
-BUILD=${1:?usage: test_serve_cli.sh BUILD_DIR}
-PROJMT=$BUILD/projmt
-[ -x "$PROJMT" ] && [ -x "$BUILD/test_translator" ] || { echo "SKIPPED: $PROJMT or test_translator not built"; exit 77; }
 command -v curl > /dev/null || { echo "SKIPPED: curl is not installed (apt-get install curl)"; exit 77; }
-command -v python3 > /dev/null || { echo "SKIPPED: python3 is not installed"; exit 77; }
 source "$(dirname "$0")/serve_fixture.sh"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/projmt-serve-XXXXXX")
-SERVE_PID=""
-trap '[ -n "$SERVE_PID" ] && kill -TERM "$SERVE_PID" 2> /dev/null; rm -rf "$TMP"' EXIT
+serve_setup serve "${1:?usage: test_serve_cli.sh BUILD_DIR}"
 # expect_error STATUS "message part" METHOD PATH curl-args...
 expect_error() {
     local status=$1 part=$2; shift 2
@@ -31,8 +25,6 @@ expect_error() {
         test "$(jget "$TMP/body" "'$part' in d['error']" 2> /dev/null)" = True
 }
 
-serve_make_model "$BUILD" "$TMP" || { cat "$TMP/make.log"; echo "FAIL: making the checkpoint"; exit 1; }
-MODEL=$TMP/m.ckpt
 LINES=("the cat sleeps" "she reads a book" "where is the station" "I like green tea")
 printf '%s\n' "${LINES[@]}" > "$TMP/lines.txt"
 "$PROJMT" translate --model "$MODEL" --threads 1 -i "$TMP/lines.txt" -o "$TMP/expected.txt" 2> /dev/null

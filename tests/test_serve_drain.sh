@@ -9,18 +9,8 @@
 # Then the held request completes with its translation and the server
 # exits 0 with its "stopped" line.
 set -u
-BUILD=${1:?usage: test_serve_drain.sh BUILD_DIR}
-PROJMT=$BUILD/projmt
-[ -x "$PROJMT" ] && [ -x "$BUILD/test_translator" ] || { echo "SKIPPED: $PROJMT or test_translator not built"; exit 77; }
-command -v python3 > /dev/null || { echo "SKIPPED: python3 is not installed"; exit 77; }
-HERE=$(dirname "$0")
-source "$HERE/serve_fixture.sh"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/projmt-serve-drain-XXXXXX")
-SERVE_PID=""
-trap '[ -n "$SERVE_PID" ] && kill -KILL "$SERVE_PID" 2> /dev/null; rm -rf "$TMP"' EXIT
-
-serve_make_model "$BUILD" "$TMP" || { cat "$TMP/make.log"; echo "FAIL: making the checkpoint"; exit 1; }
-MODEL=$TMP/m.ckpt
+source "$(dirname "$0")/serve_fixture.sh"
+serve_setup serve-drain "${1:?usage: test_serve_drain.sh BUILD_DIR}"
 "$PROJMT" translate --model "$MODEL" --threads 1 <<< "the cat sleeps" > "$TMP/expected.txt" 2> /dev/null \
     || { echo "FAIL: projmt translate"; exit 1; }
 serve_start drain || { echo "FAIL: the server did not start"; exit 1; }

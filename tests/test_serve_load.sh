@@ -9,18 +9,9 @@
 # not asserted (the full 50 x 20 measurement is scripts/bench_serve.sh); the
 # clients' 120 s timeout only turns a hang into errors.
 set -u
-BUILD=${1:?usage: test_serve_load.sh BUILD_DIR}
-PROJMT=$BUILD/projmt
-[ -x "$PROJMT" ] && [ -x "$BUILD/test_translator" ] || { echo "SKIPPED: $PROJMT or test_translator not built"; exit 77; }
-command -v python3 > /dev/null || { echo "SKIPPED: python3 is not installed"; exit 77; }
 HERE=$(dirname "$0")
 source "$HERE/serve_fixture.sh"
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/projmt-serve-load-XXXXXX")
-SERVE_PID=""
-trap '[ -n "$SERVE_PID" ] && kill -TERM "$SERVE_PID" 2> /dev/null; rm -rf "$TMP"' EXIT
-
-serve_make_model "$BUILD" "$TMP" || { cat "$TMP/make.log"; echo "FAIL: making the checkpoint"; exit 1; }
-MODEL=$TMP/m.ckpt
+serve_setup serve-load "${1:?usage: test_serve_load.sh BUILD_DIR}"
 for s in "the cat sleeps" "she reads a book" "where is the station" "I like green tea" "we are going home now" \
          "the children play in the garden" "the cat reads" "where is the garden" "she likes tea" "we play"; do
     echo "$s"
