@@ -77,7 +77,9 @@ add_modes() {
   if [[ $list == *";"* ]]; then IFS=';'; else IFS=$' ,\t\n'; fi
   local entry
   for entry in $list; do
-    entry=$(echo "$entry" | sed 's/^ *//; s/ *$//')
+    # Trim blanks and newlines (a list written one mode per line).
+    entry=${entry#"${entry%%[![:space:]]*}"}
+    entry=${entry%"${entry##*[![:space:]]}"}
     [[ $entry != -* ]] || die "--modes: '$entry' looks like a flag; separate modes with ';' when they carry flags"
     [ -n "$entry" ] && mode_specs+=("$entry")
   done

@@ -29,9 +29,13 @@ trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 
 make_tiny_data "$projmt" "$tmp" || { echo "FAIL: prepare"; exit 1; }
 modes=(standard projection wide boxcar constant epanechnikov cosine)
+# Modes one per line as well as several on a line: labels were once cut
+# with their newline ("mode label '\nconstant'").
+mode_list="standard; projection; wide=--d-model 32 --attention projection; boxcar;
+constant;
+  epanechnikov; cosine"
 args=(--name smoke --root "$tmp/runs" --build "$build" --config "$tmp/tiny.ini" --data-dir "$tmp/data"
-      --max-steps 4 --modes "standard; projection; wide=--d-model 32 --attention projection; boxcar; constant; epanechnikov; cosine"
-      --flores none --bleu-sentences 6 --beam-size 2 --bench-steps 1)
+      --max-steps 4 --modes "$mode_list" --flores none --bleu-sentences 6 --beam-size 2 --bench-steps 1)
 # An interrupted earlier sitting of one mode: 2 of its 4 steps are done.
 mkdir -p "$tmp/runs/smoke/epanechnikov"
 "$projmt" train --config "$tmp/tiny.ini" --attention projection --sigma fixed --kernel epanechnikov \
