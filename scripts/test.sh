@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # test.sh — the README's test command: set up, build, run every test, the unit
+# and int8/bf16/export script tests again under each ONEDNN_MAX_CPU_ISA cap
+# the CPU can emulate (scripts/isa_matrix.sh), the unit
 # tests again with the OpenBLAS matrix-product backend (build-openblas/), then the
 # unit and script tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 # (the script tests drive the ASan-built projmt). Open MPI's plugins leak at
@@ -19,6 +21,11 @@ bash scripts/setup.sh --all
 cmake -B build -S . -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure
+
+# The ISA matrix: the unit tests and the int8/bf16/export script tests again
+# under each older instruction set oneDNN can be capped to on this CPU.
+echo "== ISA matrix (ONEDNN_MAX_CPU_ISA caps) =="
+bash scripts/isa_matrix.sh build
 
 # The other matrix-product backend (the default is oneDNN when installed):
 # the unit tests, which hold the finite-difference, PyTorch-reference and

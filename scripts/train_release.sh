@@ -309,7 +309,7 @@ for ((round = 1; round <= bench_rounds; round++)); do
     echo "round $round, $w:"
     grep 'sentences/s' "$log" || true
     tail -n 1 "$log" >> "$work/bench-$w.json"
-    sed -n 's/^projmt bench --decode: \([0-9]*\) threads.*/\1/p' "$log" > "$work/bench-$w.threads"
+    sed -n 's/^projmt bench --decode: .* \([0-9]*\) threads, .*/\1/p' "$log" > "$work/bench-$w.threads"
   done
 done
 

@@ -36,17 +36,33 @@ check "int8 < bf16 < fp32 file" test "$(size "$TMP/m.int8")" -lt "$(size "$TMP/m
 check "an export exports again" "$PROJMT" export --model "$TMP/m.fp32" --out "$TMP/again.int8" > /dev/null
 
 # ---- --compute-type: a checkpoint decoded in int8/bf16 as its export is ----
+"$PROJMT" translate --model "$TMP/m.int8" --compute-type int8 --scores < "$TMP/in.txt" > "$TMP/file.int8.txt" 2> /dev/null
 "$PROJMT" translate --model "$TMP/m.ckpt" --compute-type int8 --scores < "$TMP/in.txt" > "$TMP/ct.int8.txt" 2> /dev/null
-check "checkpoint with --compute-type int8 translates as the int8 export" cmp -s "$TMP/got.int8.txt" "$TMP/ct.int8.txt"
+check "checkpoint with --compute-type int8 translates as the int8 export" cmp -s "$TMP/file.int8.txt" "$TMP/ct.int8.txt"
 check "int8 scores differ from the checkpoint's (int8 really ran)" bash -c '! cmp -s "$1" "$2"' _ \
     "$TMP/want.txt" "$TMP/ct.int8.txt"
 "$PROJMT" translate --model "$TMP/m.int8" --compute-type fp32 --scores < "$TMP/in.txt" > "$TMP/ct.fp32.txt" 2> /dev/null
 check "int8 file with --compute-type fp32 translates" test $? -eq 0 -a "$(wc -l < "$TMP/ct.fp32.txt")" -eq 3
 check "int8 file with --compute-type fp32 does not decode in int8" bash -c '! cmp -s "$1" "$2"' _ \
-    "$TMP/got.int8.txt" "$TMP/ct.fp32.txt"
-if grep -q avx512_bf16 /proc/cpuinfo; then
+    "$TMP/file.int8.txt" "$TMP/ct.fp32.txt"
+# auto: the file's int8 where the CPU has int8 dot products; else fp32 over the
+# same weights, which int8 without them cannot beat (nn/gemm.h, docs/isa.md).
+if grep -q "^int8: .*split" <<< "$("$PROJMT" --version)"; then
+    check "auto decodes an int8 file in fp32 without int8 dot products" cmp -s "$TMP/ct.fp32.txt" "$TMP/got.int8.txt"
+else
+    check "auto decodes an int8 file in int8 with int8 dot products" cmp -s "$TMP/file.int8.txt" "$TMP/got.int8.txt"
+fi
+if cpu_has_bf16 "$PROJMT"; then
     "$PROJMT" translate --model "$TMP/m.ckpt" --compute-type bf16 --scores < "$TMP/in.txt" > "$TMP/ct.bf16.txt" 2> /dev/null
     check "checkpoint with --compute-type bf16 translates as the bf16 export" cmp -s "$TMP/got.bf16.txt" "$TMP/ct.bf16.txt"
+else
+    # No native bf16 here (or under an ONEDNN_MAX_CPU_ISA cap): refused, with the way out;
+    # the bf16 file itself decodes in fp32 (its widened weights) and translates.
+    "$PROJMT" translate --model "$TMP/m.ckpt" --compute-type bf16 < "$TMP/in.txt" > /dev/null 2> "$TMP/ct.nobf16.txt"
+    check "--compute-type bf16 without native bf16 exits 1" test $? -eq 1
+    check "the refusal names the feature and the way out" grep -q "avx512_bf16.*fp32" "$TMP/ct.nobf16.txt"
+    "$PROJMT" translate --model "$TMP/m.bf16" < "$TMP/in.txt" > "$TMP/bf16file.txt" 2> /dev/null
+    check "a bf16 file translates without native bf16" test $? -eq 0 -a "$(wc -l < "$TMP/bf16file.txt")" -eq 3
 fi
 "$PROJMT" translate --model "$TMP/m.ckpt" --compute-type fp16 < "$TMP/in.txt" > /dev/null 2> "$TMP/ct.bad.txt"
 check "unknown compute type exits 2" test $? -eq 2

@@ -26,7 +26,7 @@
  * Everything but the refusal needs avx512_bf16: elsewhere it SKIPs.
  */
 #include "nn/gemm.h"
-#include "nn/gemm_lowp.h"
+#include "nn/gemm.h"
 #include "nn/ops.h"
 #include "testutil.h"
 

@@ -26,7 +26,7 @@
 #include "model/checkpoint.h"
 #include "model/model.h"
 #include "nn/gemm.h"
-#include "nn/gemm_lowp.h"
+#include "nn/gemm.h"
 #include "testutil.h"
 #include "train_fixture.h"
 

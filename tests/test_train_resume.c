@@ -17,7 +17,7 @@
 
 #include "model/average.h"
 #include "model/checkpoint.h"
-#include "nn/gemm_lowp.h"
+#include "nn/gemm.h"
 #include "testutil.h"
 #include "train/train.h"
 #include "train_fixture.h"
@@ -316,10 +316,6 @@ static void test_resume_ema(void) {
  * bitwise; both differ from fp32's run; then the bf16 checkpoint continues
  * in fp32. */
 static void test_resume_bf16(void) {
-    if (!pmt_cpu_has_bf16()) {
-        printf("bf16 resume: not tested (this CPU has no avx512_bf16)\n");
-        return;
-    }
     run_data d;
     make_data(&d);
     char a[1024], b[1024], err[512];
@@ -353,6 +349,11 @@ static void test_resume_bf16(void) {
 int main(void) {
     test_resume();
     test_resume_ema();
+    if (!pmt_cpu_has_bf16()) {   /* the fp32 parts ran: report them, then skip */
+        const int rc = test_finish();
+        if (rc != 0) return rc;
+        test_skip("bf16 resume not tested: this CPU (as oneDNN sees it) has no native bf16");
+    }
     test_resume_bf16();
     return test_finish();
 }

@@ -11,7 +11,7 @@
 #include "tools/bench.h"
 #include "tools/bench_decode.h"
 #include "nn/gemm.h"
-#include "nn/gemm_lowp.h"
+#include "nn/gemm.h"
 #include "model/checkpoint.h"
 #include "cli/commands.h"
 #include "core/config.h"
@@ -35,7 +35,7 @@ static void usage(FILE *out) {
            "  --decode: sentences/s, source words/s and output tokens/s of batched greedy and beam-4 search over\n"
            "           the first --sentences (1000) lines of <data-dir>/test.en, per mode with randomly initialised\n"
            "           models, or with the trained checkpoint or exported model file given by --model, whose\n"
-           "           weights --compute-type chooses: auto (the file's own) | fp32 | bf16 | int8\n\n");
+           "           weights --compute-type chooses: auto (the file's own if fast here, else fp32) | fp32 | bf16 | int8\n\n");
     pmt_config_print_help(out, "model,train");
 }
 
@@ -88,8 +88,8 @@ static void print_result(const pmt_bench_result *r, double base_ms) {
 }
 
 static void print_json(const pmt_bench_result *r, int n, const double *peaks, int threads, int synthetic) {
-    printf("{\"gemm_backend\":\"%s\",\"sgemm_peak_gflops\":%.2f,\"sgemm_peaks\":{", pmt_gemm_name(pmt_gemm_active()),
-           peaks[pmt_gemm_active()]);
+    printf("{\"cpu_isa\":\"%s\",\"gemm_backend\":\"%s\",\"sgemm_peak_gflops\":%.2f,\"sgemm_peaks\":{", pmt_cpu_isa_name(),
+           pmt_gemm_name(pmt_gemm_active()), peaks[pmt_gemm_active()]);
     for (int be = 0; be < PMT_GEMM_BACKENDS; be++)
         printf("%s\"%s\":%.2f", be ? "," : "", pmt_gemm_name((pmt_gemm_backend)be), peaks[be]);
     printf("},\"bf16_peak_gflops\":%.2f,\"threads\":%d,\"batches\":\"%s\",\"modes\":[", peaks[PMT_GEMM_BACKENDS], threads,
@@ -197,6 +197,9 @@ static int bench_decode(const pmt_config *cfg, const char *modes, int n, int bat
             pmt_model_free(&m);
             return 1;
         }
+        char compute[512];
+        pmt_model_describe_compute(&m, compute, sizeof compute);
+        printf("model %s: %s\n", cfg->model, compute);
         rc = decode_one(&m, spm, src_text, n, batch, cfg->model, json);
         pmt_spm_free(spm);
         pmt_model_free(&m);
@@ -253,7 +256,8 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
         if (n < 1 || batch < 1) { fprintf(stderr, "projmt bench: --sentences and --decode-batch must be >= 1\n"); return 2; }
-        printf("projmt bench --decode: %d threads, %d sentences, batch %d\n", threads, n, batch);
+        printf("projmt bench --decode: CPU %s (oneDNN's effective ISA), %d threads, %d sentences, batch %d\n",
+               pmt_cpu_isa_name(), threads, n, batch);
         return bench_decode(&cfg, modes, n, batch, json);
     }
     pmt_corpus corpus;
@@ -290,8 +294,8 @@ int cmd_bench(int argc, char **argv) {
     if (want_bf16) peaks[PMT_GEMM_BACKENDS] = pmt_bench_sgemm_peak(pmt_gemm_active(), PMT_PRECISION_BF16, 2048, 7);
     const pmt_gemm_backend active = pmt_gemm_active();
     double peak = peaks[active];
-    printf("projmt bench: %d threads, matrix products by %s; sgemm peak (2048^3, median of 7):", threads,
-           pmt_gemm_name(active));
+    printf("projmt bench: CPU %s (oneDNN's effective ISA), %d threads, matrix products by %s; sgemm peak (2048^3, "
+           "median of 7):", pmt_cpu_isa_name(), threads, pmt_gemm_name(active));
     for (int be = 0; be < PMT_GEMM_BACKENDS; be++) {
         if (pmt_gemm_available((pmt_gemm_backend)be))
             printf(" %s %.1f GFLOP/s%s", pmt_gemm_name((pmt_gemm_backend)be), peaks[be], be == (int)active ? " (active)" : "");

@@ -5,6 +5,11 @@
  */
 #include "cli/commands.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/checkpoint.h"
+
 int cmd_parse_args(const char *name, int argc, char **argv, const char *const *extra, const char **extra_val,
                    void (*usage)(FILE *), pmt_config *cfg, int *dump) {
     char err[2048];
@@ -19,4 +24,14 @@ int cmd_parse_args(const char *name, int argc, char **argv, const char *const *e
         return 0;
     }
     return CMD_CONTINUE;
+}
+
+void cmd_note_compute(const char *name, const struct pmt_model *m) {
+    static int said;
+    const char *v = getenv("PROJMT_VERBOSE");
+    if (said || !v || !v[0] || !strcmp(v, "0")) return;
+    said = 1;
+    char line[512];
+    pmt_model_describe_compute(m, line, sizeof line);
+    fprintf(stderr, "projmt %s: %s\n", name, line);
 }

@@ -67,7 +67,7 @@ static void print_usage(FILE *out) {
             "  --data-dir DIR    prepared data (default: the config's data_dir)\n"
             "  --src FILE        English sentences to translate, one per line\n"
             "  --beam-size N     beam width for --src (1 = greedy)\n"
-            "  --compute-type T  weights --src is decoded with: auto (the file's own) | fp32 | bf16 | int8\n"
+            "  --compute-type T  weights --src is decoded with: auto (the file's own if fast here, else fp32) | fp32 | bf16 | int8\n"
             "  --hyp-out FILE    also write the translations of --src there\n"
             "  --threads N       threads (0 = all cores)\n"
             "  --json            also print one JSON object on the last line\n");
@@ -197,6 +197,7 @@ static int translate_and_score(const eval_request *request, const pmt_config *cf
         fprintf(stderr, "projmt eval: %s\n", err);
         return 1;
     }
+    cmd_note_compute("eval", &t.model);
     char **hyps = NULL;
     int status = 1;
     double t0 = pmt_now_seconds();

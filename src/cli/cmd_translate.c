@@ -424,6 +424,7 @@ int cmd_translate(int argc, char **argv) {
         if (in != STDIN_FILENO) close(in);
         return 1;
     }
+    cmd_note_compute("translate", &t.model);
     if (val[1] && !(out = fopen(val[1], "wb"))) {
         fprintf(stderr, "projmt translate: cannot create output '%s'\n", val[1]);
         pmt_translator_free(&t);

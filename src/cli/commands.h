@@ -32,4 +32,10 @@ enum { CMD_CONTINUE = -1 };
 int cmd_parse_args(const char *name, int argc, char **argv, const char *const *extra, const char **extra_val,
                    void (*usage)(FILE *), pmt_config *cfg, int *dump);
 
+/* With PROJMT_VERBOSE set (and not "0"), says once per process on stderr
+ * what the decoder of m multiplies with on this CPU ("projmt <name>:
+ * compute type int8 on avx2 (...)"), as CT2_VERBOSE does for CTranslate2. */
+struct pmt_model;
+void cmd_note_compute(const char *name, const struct pmt_model *m);
+
 #endif

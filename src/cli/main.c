@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "nn/gemm.h"
 
 typedef struct {
     const char *name;
@@ -33,7 +34,12 @@ static void usage(FILE *out) {
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
-    if (!strcmp(argv[1], "--version")) { printf("projmt 0.1.0\n"); return 0; }
+    if (!strcmp(argv[1], "--version")) {
+        /* The CPU as every feature check sees it (ONEDNN_MAX_CPU_ISA caps it). */
+        printf("projmt 0.1.0\nCPU: %s (oneDNN %s's effective ISA); bf16 dot products: %s\n%s\n", pmt_cpu_isa_name(),
+               pmt_onednn_version(), pmt_cpu_has_bf16() ? "yes" : "no", pmt_int8_path_name());
+        return 0;
+    }
     for (int i = 0; i < N_COMMANDS; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "projmt: unknown command '%s'\n\n", argv[1]);

@@ -103,7 +103,7 @@ static const field fields[] = {
     F("max_length_factor", T_DOUBLE, max_length_factor, "1.5", "translate", "output limit: factor * source length + const"),
     F("max_length_const", T_INT, max_length_const, "10", "translate", "output limit constant"),
     F("compute_type", T_COMPUTE, compute_type, "auto", "translate",
-      "weights decoding multiplies by: auto (the file's own) | fp32 | bf16 | int8 (converted at load, as export stores them)"),
+      "weights decoding multiplies by: auto (the file's own where this CPU runs it fast, else fp32) | fp32 | bf16 | int8 (converted at load, as export stores them)"),
 };
 enum { N_FIELDS = sizeof fields / sizeof fields[0] };
 

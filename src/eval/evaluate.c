@@ -9,6 +9,7 @@
 
 #include "data/batcher.h"
 #include "model/checkpoint.h"
+#include "nn/gemm.h"
 
 int pmt_eval_split_name_ok(const char *split) {
     return split && (!strcmp(split, "train") || !strcmp(split, "valid") || !strcmp(split, "test"));
@@ -41,6 +42,11 @@ int pmt_eval_forced(pmt_model *m, const pmt_corpus *c, int batch_tokens, pmt_eva
     res->pairs = c->n_pairs;
     res->truncated = b.n_truncated;
     pmt_batcher_free(&b);
+    char why[256];
+    if (pmt_gemm_take_error(why, sizeof why) != 0) {
+        snprintf(err, errlen, "teacher-forced pass: %s", why);
+        return -1;
+    }
     if (res->tokens == 0) {
         snprintf(err, errlen, "no target tokens to score");
         return -1;

@@ -15,6 +15,7 @@
 
 #include "core/gzstream.h"
 #include "model/model_file.h"
+#include "nn/gemm.h"
 
 static const char MAGIC[8] = {'P', 'M', 'T', 'C', 'K', 'P', 'T', '\0'};
 enum { FLAG_OPTIM = 1, FLAG_STATE = 2, FLAG_EMA = 4 };
@@ -471,6 +472,16 @@ int pmt_model_set_compute_type(pmt_model *m, int compute_type, char *err, size_t
     }
 }
 
+void pmt_model_describe_compute(const pmt_model *m, char *buf, size_t len) {
+    switch (m->decode_weights) {
+    case PMT_WEIGHTS_INT8: snprintf(buf, len, "compute type int8 on %s (%s)", pmt_cpu_isa_name(), pmt_int8_path_name()); break;
+    case PMT_WEIGHTS_BF16:
+        snprintf(buf, len, "compute type bf16 on %s (oneDNN bf16 matmul, fp32 accumulation)", pmt_cpu_isa_name());
+        break;
+    default: snprintf(buf, len, "compute type fp32 on %s (%s sgemm)", pmt_cpu_isa_name(), pmt_gemm_name(pmt_gemm_active()));
+    }
+}
+
 int pmt_checkpoint_load_model(const char *path, pmt_model *m, int max_rows, int max_len,
                               pmt_spm **spm, char *err, size_t errlen) {
     pmt_checkpoint ck;
@@ -487,11 +498,15 @@ int pmt_checkpoint_load_model(const char *path, pmt_model *m, int max_rows, int 
         snprintf(err, errlen, "checkpoint '%s': %s", path, inner);
         goto fail;
     }
-    /* Low-precision files decode in their precision: the decoder rounds the
-     * widened weights again, which gives back the stored ones. bf16 needs
-     * native bf16 dot products; elsewhere the widened weights (the same
-     * values) decode in fp32. */
-    if (ck.weights == PMT_WEIGHTS_INT8 || (ck.weights == PMT_WEIGHTS_BF16 && pmt_cpu_has_bf16()))
+    /* Low-precision files decode in their precision where this CPU runs it
+     * fast (compute type auto): the decoder rounds the widened weights
+     * again, which gives back the stored ones. int8 needs int8 dot products
+     * (VNNI, AMX): without them oneDNN's exact int8 (nn/gemm.h, split
+     * weights) is slower than fp32 (docs/isa.md); bf16 needs native bf16.
+     * Elsewhere the widened weights (the same values) decode in fp32;
+     * --compute-type int8 still forces the exact int8 products. */
+    if ((ck.weights == PMT_WEIGHTS_INT8 && pmt_cpu_has_int8_dot()) ||
+        (ck.weights == PMT_WEIGHTS_BF16 && pmt_cpu_has_bf16()))
         m->decode_weights = ck.weights;
     if (spm) {
         *spm = pmt_spm_load_buffer(ck.spm, ck.spm_size, inner, sizeof inner);

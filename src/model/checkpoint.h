@@ -147,10 +147,16 @@ int pmt_checkpoint_copy_params(const pmt_checkpoint *ck, pmt_model *m, char *err
 int pmt_checkpoint_load_model(const char *path, pmt_model *m, int max_rows, int max_len,
                               pmt_spm **spm, char *err, size_t errlen);
 /* What the decoder of a loaded model m multiplies by (pmt_compute_type of
- * core/config.h): auto keeps what loading chose (the file's own type);
+ * core/config.h): auto keeps what loading chose: the file's own type where
+ * this CPU runs it fast (int8 with int8 dot products, bf16 with native
+ * bf16), else fp32 over the file's weights;
  * fp32, bf16 and int8 take effect at decoder init (int8 and bf16 are the
  * weights `projmt export --weights` would store). bf16 needs native bf16
  * dot products: -1 with err naming the way out. */
 int pmt_model_set_compute_type(pmt_model *m, int compute_type, char *err, size_t errlen);
+/* One line on what the decoder of m multiplies with on this CPU (oneDNN's
+ * effective ISA), for verbose output and benchmarks: the compute type and,
+ * for int8, the path its integer products take. */
+void pmt_model_describe_compute(const pmt_model *m, char *buf, size_t len);
 
 #endif

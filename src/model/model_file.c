@@ -40,27 +40,6 @@ const char *pmt_weight_type_name(pmt_weight_type t) {
     return "?";
 }
 
-/* ------------------------------------------------------------------ */
-/* the quantisation kernels                                            */
-
-void pmt_int8_quantize_rows(int8_t *q, float *scale, const float *w, int rows, int cols) {
-    for (int r = 0; r < rows; r++) {
-        const float *row = w + (size_t)r * cols;
-        float amax = 0.0f;
-        for (int c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(row[c]));
-        scale[r] = amax / 127.0f;
-        for (int c = 0; c < cols; c++) {
-            float v = scale[r] > 0.0f ? nearbyintf(row[c] / scale[r]) : 0.0f;
-            q[(size_t)r * cols + c] = (int8_t)fminf(127.0f, fmaxf(-127.0f, v));
-        }
-    }
-}
-
-void pmt_int8_dequantize_rows(float *w, const int8_t *q, const float *scale, int rows, int cols) {
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) w[(size_t)r * cols + c] = scale[r] * (float)q[(size_t)r * cols + c];
-}
-
 /* The storage of one tensor in a file of the given type. */
 static pmt_weight_type storage_of(const pmt_tensor *t, pmt_weight_type weights) {
     return t->rows > 1 && t->cols > 1 ? weights : PMT_WEIGHTS_FP32;

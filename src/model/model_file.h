@@ -30,8 +30,9 @@
  * type; vectors (biases, LayerNorm gains, log σ) stay fp32.
  *
  * int8 is per-output-row symmetric: scale[r] = max_c |w[r][c]| / 127,
- * q = round(w / scale) in [-127, 127], so |w - scale*q| <= scale/2 (an
- * all-zero row has scale 0 and q 0).
+ * q = round(w · 127 / max) in [-127, 127], ties to even, so
+ * |w - scale*q| <= scale/2 (an all-zero row has scale 0 and q 0): the one
+ * quantiser of nn/gemm.h (pmt_int8_quantize_rows), that of activations too.
  *
  * Writes are atomic (core/fileio.h). Loading dequantises into fp32
  * parameters (pmt_checkpoint.params), the reference path every kernel can use.
@@ -47,7 +48,7 @@
 
 #include "core/gzstream.h"
 #include "model/checkpoint.h"
-#include "nn/gemm_lowp.h"
+#include "nn/gemm.h"
 
 #define PMT_MODEL_FILE_VERSION 1
 #define PMT_MODEL_FILE_MAGIC "PMTMODEL"
@@ -74,12 +75,6 @@ int pmt_model_file_export(const char *path, const pmt_checkpoint *ck, pmt_weight
  * the end of the stream. 0, or -1 with a message naming path. */
 int pmt_model_file_read(pmt_gzstream *gz, const char *path, uint64_t budget, pmt_checkpoint *ck, char *err,
                         size_t errlen);
-
-/* int8 quantisation (bf16 rounding is pmt_bf16_from_float of nn/gemm_lowp.h):
- * w [rows, cols] → q [rows, cols], scale [rows] (per-row symmetric, above). */
-void pmt_int8_quantize_rows(int8_t *q, float *scale, const float *w, int rows, int cols);
-/* q, scale → w [rows, cols]. */
-void pmt_int8_dequantize_rows(float *w, const int8_t *q, const float *scale, int rows, int cols);
 
 /* Rounds m's matrices (the tensors a file of this type stores in it) to
  * the values an exported file of that type holds, in place: int8 per-row

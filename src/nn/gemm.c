@@ -31,16 +31,16 @@
  */
 #include "nn/gemm.h"
 
-#include <assert.h>
 #include <immintrin.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nn/gemm_internal.h"
-#include "nn/gemm_lowp.h"
 #include "nn/profile.h"
 
 #include <cblas.h>
@@ -84,6 +84,75 @@ int pmt_dnnl_cpu(dnnl_engine_t *engine, dnnl_stream_t *stream) {
 }
 
 /* ------------------------------------------------------------------ */
+/* failures (gemm.h)                                                   */
+
+static _Thread_local char t_error[256];
+static _Thread_local int t_failed;
+
+void pmt_gemm_record_error(const char *fmt, ...) {
+    if (t_failed) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t_error, sizeof t_error, fmt, ap);
+    va_end(ap);
+    t_failed = 1;
+}
+
+int pmt_gemm_take_error(char *err, size_t errlen) {
+    if (!t_failed) return 0;
+    if (err && errlen) snprintf(err, errlen, "%s", t_error);
+    t_failed = 0;
+    return -1;
+}
+
+/* C [M, N] (leading dimension ldc) = NaN: what a failed product leaves. */
+static void fail_output(float *C, int M, int N, int ldc) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = NAN;
+}
+
+/* ------------------------------------------------------------------ */
+/* this CPU (gemm.h)                                                   */
+
+/* oneDNN's ISA values are nested bit sets: a CPU with more includes the
+ * bits of less, so "has X" is "all of X's bits are set". */
+static int isa_includes(dnnl_cpu_isa_t feature) {
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), bits = (unsigned)feature;
+    return (isa & bits) == bits;
+}
+
+const char *pmt_cpu_isa_name(void) {
+    static const struct { dnnl_cpu_isa_t isa; const char *name; } names[] = {
+        {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
+        {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+        {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
+        {dnnl_cpu_isa_avx512_core, "avx512_core"},
+        {dnnl_cpu_isa_avx512_mic_4ops, "avx512_mic_4ops"},
+        {dnnl_cpu_isa_avx512_mic, "avx512_mic"},
+        {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"},
+        {dnnl_cpu_isa_avx2, "avx2"},
+        {dnnl_cpu_isa_avx, "avx"},
+        {dnnl_cpu_isa_sse41, "sse41"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (isa_includes(names[i].isa)) return names[i].name;
+    return "generic";
+}
+
+const char *pmt_onednn_version(void) {
+    static char text[32];
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(text, sizeof text, "%d.%d.%d", v->major, v->minor, v->patch);
+    return text;
+}
+
+int pmt_cpu_has_bf16(void) { return isa_includes(dnnl_cpu_isa_avx512_core_bf16); }
+
+int pmt_cpu_has_int8_dot(void) {
+    return isa_includes(dnnl_cpu_isa_avx512_core_vnni) || isa_includes(dnnl_cpu_isa_avx2_vnni);
+}
+
+/* ------------------------------------------------------------------ */
 /* fp32 libraries                                                      */
 
 /* The OpenMP build of OpenBLAS follows omp_get_max_threads() by itself; a
@@ -102,14 +171,14 @@ static void sgemm_openblas(int ta, int tb, int M, int N, int K, float alpha, con
 }
 
 /* dnnl_sgemm is row-major like cblas. It only fails on invalid arguments
- * (a programmer error here), so a failure aborts with the shape. */
+ * (a programmer error here): recorded with the shape (gemm.h, failures). */
 static void sgemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                          const float *B, int ldb, float beta, float *C, int ldc) {
     dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (st != dnnl_success) {
-        fprintf(stderr, "projmt: internal error: dnnl_sgemm(%c%c, M=%d N=%d K=%d, ld %d/%d/%d) returned status %d\n",
-                ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, lda, ldb, ldc, (int)st);
-        abort();
+        fail_output(C, M, N, ldc);
+        pmt_gemm_record_error("internal error: dnnl_sgemm(%c%c, M=%d N=%d K=%d, ld %d/%d/%d) returned status %d",
+                              ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, lda, ldb, ldc, (int)st);
     }
 }
 
@@ -182,7 +251,8 @@ static int entry_build(matmul_entry *e) {
 }
 
 /* The cached entry for the key, built into the least recently used slot
- * when missing. Called with the cache lock held. */
+ * when missing, or NULL when oneDNN cannot build it (recorded). Called
+ * with the cache lock held. */
 static matmul_entry *cache_get(const matmul_entry *key) {
     matmul_entry *victim = &g_cache[0];
     for (int i = 0; i < MATMUL_CACHE; i++) {
@@ -198,9 +268,11 @@ static matmul_entry *cache_get(const matmul_entry *key) {
     entry_clear(victim);
     *victim = *key;
     if (entry_build(victim) != 0) {
-        fprintf(stderr, "projmt: internal error: oneDNN cannot build a bf16 matmul (%c%c, M=%d N=%d K=%d, ld %d/%d/%d)\n",
-                key->ta ? 'T' : 'N', key->tb ? 'T' : 'N', key->M, key->N, key->K, key->lda, key->ldb, key->ldc);
-        abort();
+        entry_clear(victim);
+        pmt_gemm_record_error("oneDNN cannot build a bf16 matmul (%c%c, M=%d N=%d K=%d, ld %d/%d/%d) on this CPU (%s)",
+                              key->ta ? 'T' : 'N', key->tb ? 'T' : 'N', key->M, key->N, key->K, key->lda, key->ldb,
+                              key->ldc, pmt_cpu_isa_name());
+        return NULL;
     }
     victim->last_use = ++g_use_clock;
     return victim;
@@ -208,11 +280,15 @@ static matmul_entry *cache_get(const matmul_entry *key) {
 
 /* C (+)= op(A) · op(B) for bf16 A and B by the cached primitive of this
  * shape (accumulate: beta = 1, else beta = 0), with the cache lock held. A
- * failure mid-step (oneDNN out of memory) is not recoverable: it aborts. */
+ * failure (oneDNN out of memory) leaves C NaN and is recorded. */
 static void matmul_run(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                        int accumulate, float *C, int ldc) {
     const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate, NULL, NULL, NULL, NULL, 0};
     matmul_entry *e = cache_get(&key);
+    if (!e) {
+        fail_output(C, M, N, ldc);
+        return;
+    }
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
     int ok = dnnl_memory_set_data_handle(e->a, (void *)A) == dnnl_success &&
              dnnl_memory_set_data_handle(e->b, (void *)B) == dnnl_success &&
@@ -220,8 +296,8 @@ static void matmul_run(int ta, int tb, int M, int N, int K, const uint16_t *A, i
              dnnl_primitive_execute(e->prim, g_stream, 3, args) == dnnl_success &&
              dnnl_stream_wait(g_stream) == dnnl_success;
     if (!ok) {
-        fprintf(stderr, "projmt: oneDNN matmul failed (M=%d N=%d K=%d)\n", M, N, K);
-        abort();
+        fail_output(C, M, N, ldc);
+        pmt_gemm_record_error("oneDNN bf16 matmul failed (M=%d N=%d K=%d)", M, N, K);
     }
 }
 
@@ -265,9 +341,12 @@ int pmt_gemm_bf16_reserve(size_t max_a, size_t max_b, char *err, size_t errlen) 
 }
 
 int pmt_gemm_set_precision(int precision) {
-    assert(precision == PMT_PRECISION_FP32 || (precision == PMT_PRECISION_BF16 && g_ws_a && g_ws_b));
     const int old = g_precision;
-    g_precision = precision;
+    if (precision == PMT_PRECISION_BF16 && !(g_ws_a && g_ws_b)) {
+        pmt_gemm_record_error("internal error: bf16 products without a reserved workspace (pmt_gemm_bf16_reserve)");
+        precision = PMT_PRECISION_FP32;
+    }
+    g_precision = precision == PMT_PRECISION_BF16 ? PMT_PRECISION_BF16 : PMT_PRECISION_FP32;
     g_ws_a_holds.src = NULL;
     return old;
 }
@@ -293,17 +372,41 @@ static inline void convert_row(uint16_t *y, const float *x, int cols, __m512 s) 
 
 /* Parallel over rows. */
 __attribute__((target("avx512f,avx512bf16,avx512vl")))
-void pmt_bf16_convert(uint16_t *dst, const float *src, int rows, int cols, int ld, float scale) {
-    assert(pmt_cpu_has_bf16());
+static void convert_native(uint16_t *dst, const float *src, int rows, int cols, int ld, float scale) {
     const __m512 s = _mm512_set1_ps(scale);
 #pragma omp parallel for schedule(static) if ((long)rows * cols > 65536)
     for (int r = 0; r < rows; r++) convert_row(dst + (size_t)r * cols, src + (size_t)r * ld, cols, s);
 }
 
 __attribute__((target("avx512f,avx512bf16,avx512vl")))
-void pmt_bf16_convert_row(uint16_t *dst, const float *src, int cols, float scale) {
-    assert(pmt_cpu_has_bf16());
+static void convert_row_native(uint16_t *dst, const float *src, int cols, float scale) {
     convert_row(dst, src, cols, _mm512_set1_ps(scale));
+}
+
+/* Without avx512_bf16 (only reached by a caller that skipped the checks:
+ * training refuses such a CPU) the portable rounding stands in, never an
+ * illegal instruction; it keeps fp32 subnormals. */
+static void convert_portable(uint16_t *dst, const float *src, int rows, int cols, int ld, float scale) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) dst[(size_t)r * cols + c] = pmt_bf16_from_float(scale * src[(size_t)r * ld + c]);
+}
+
+/* pmt_cpu_has_bf16, asked once: the effective ISA is fixed at oneDNN's first use. */
+static int cpu_bf16(void) {
+    static _Atomic int known = -1;
+    int v = known;
+    if (v < 0) known = v = pmt_cpu_has_bf16();
+    return v;
+}
+
+void pmt_bf16_convert(uint16_t *dst, const float *src, int rows, int cols, int ld, float scale) {
+    if (cpu_bf16()) convert_native(dst, src, rows, cols, ld, scale);
+    else convert_portable(dst, src, rows, cols, ld, scale);
+}
+
+void pmt_bf16_convert_row(uint16_t *dst, const float *src, int cols, float scale) {
+    if (cpu_bf16()) convert_row_native(dst, src, cols, scale);
+    else convert_portable(dst, src, 1, cols, cols, scale);
 }
 
 /* C = alpha·op(A)·op(B) + beta·C, beta ∈ {0, 1}, on bf16 copies of A and B:
@@ -315,7 +418,12 @@ static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float al
                        const uint16_t *A16, int lda, const float *B, const uint16_t *B16, int ldb, float beta,
                        float *C, int ldc) {
     const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
-    assert((A16 || (size_t)a_rows * a_cols <= g_ws_a_cap) && (B16 || (size_t)b_rows * b_cols <= g_ws_b_cap));
+    if ((!A16 && (size_t)a_rows * a_cols > g_ws_a_cap) || (!B16 && (size_t)b_rows * b_cols > g_ws_b_cap)) {
+        fail_output(C, M, N, ldc);
+        pmt_gemm_record_error("internal error: bf16 product M=%d N=%d K=%d exceeds the reserved workspace (%zu / %zu "
+                              "values)", M, N, K, g_ws_a_cap, g_ws_b_cap);
+        return;
+    }
     pthread_mutex_lock(&g_cache_lock);
     if (!A16 && !(same_a && g_ws_a_holds.src == A && g_ws_a_holds.rows == a_rows && g_ws_a_holds.cols == a_cols &&
                   g_ws_a_holds.ld == lda && g_ws_a_holds.scale == alpha)) {
@@ -337,8 +445,12 @@ static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float al
 static void sgemm_on(pmt_gemm_backend backend, int same_a, int ta, int tb, int M, int N, int K, float alpha,
                      const float *A, const uint16_t *A16, int lda, const float *B, const uint16_t *B16, int ldb,
                      float beta, float *C, int ldc) {
-    assert(pmt_gemm_available(backend));
     if (M <= 0 || N <= 0) return;
+    if (!pmt_gemm_available(backend)) {
+        fail_output(C, M, N, ldc);
+        pmt_gemm_record_error("internal error: matrix-product backend %d is not built in", (int)backend);
+        return;
+    }
     if (K <= 0) {   /* C = beta · C: the libraries disagree on this edge, so it is done here */
         for (int i = 0; i < M; i++)
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
@@ -347,8 +459,10 @@ static void sgemm_on(pmt_gemm_backend backend, int same_a, int ta, int tb, int M
     const double t0 = pmt_profile_begin();
     if (g_precision == PMT_PRECISION_BF16 && (beta == 0.0f || beta == 1.0f)) {
         sgemm_bf16(same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
+    } else if (!A || !B) {
+        fail_output(C, M, N, ldc);
+        pmt_gemm_record_error("internal error: an fp32 product was given only bf16 operands");
     } else {
-        assert(A && B);
         if (backend == PMT_GEMM_ONEDNN)
             sgemm_onednn(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         else

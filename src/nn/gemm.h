@@ -33,6 +33,18 @@
  * Layout: row-major; op(A) [M, K], op(B) [K, N], C [M, N] with leading
  * dimensions lda/ldb/ldc as in cblas. C = alpha·op(A)·op(B) + beta·C; with
  * beta = 0 C is only written (NaN in C does not propagate).
+ *
+ * Failures: no product aborts or exits. oneDNN can fail at run time (a
+ * primitive it cannot build for a shape on this CPU, out of memory); a
+ * failed product fills its output with NaN (nothing wrong passes for a
+ * result) and records the calling thread's first failure, which
+ * pmt_gemm_take_error hands to whoever can report it (the decoder after a
+ * step, the training loop after a step). The low-precision products of
+ * inference (second half of this header, nn/gemm_lowp.c) also return -1.
+ *
+ * "This CPU" is oneDNN's effective ISA (dnnl_get_effective_cpu_isa), which
+ * ONEDNN_MAX_CPU_ISA caps: every feature check of projmt asks it, so one
+ * capped run behaves as the whole program would on the older CPU.
  */
 #ifndef PROJMT_GEMM_H
 #define PROJMT_GEMM_H
@@ -94,17 +106,161 @@ int pmt_gemm_bf16_check(int cpu_has_bf16, char *err, size_t errlen);
  * elements. 0, or -1 with err (no avx512_bf16, out of memory). */
 int pmt_gemm_bf16_reserve(size_t max_a, size_t max_b, char *err, size_t errlen);
 /* Sets the precision of pmt_sgemm/pmt_sgemm_on (pmt_precision) and returns
- * the previous one. BF16 needs a reservation (assert); products whose beta
- * is not 0 or 1 stay fp32. */
+ * the previous one. BF16 needs a reservation: without one the precision
+ * stays fp32 and the error is recorded (pmt_gemm_take_error); products
+ * whose beta is not 0 or 1 stay fp32. */
 int pmt_gemm_set_precision(int precision);
 int pmt_gemm_precision(void);
 
 /* dst [rows, cols] (dense) = bf16(scale · src) for src [rows, cols] with
  * leading dimension ld, rounded to nearest even with the CPU's conversion
- * (vcvtneps2bf16: NaN stays NaN; fp32 subnormals become ±0). Needs
- * avx512_bf16 (assert). The vectorised form of pmt_bf16_from_float. */
+ * (vcvtneps2bf16: NaN stays NaN; fp32 subnormals become ±0). The
+ * vectorised form of pmt_bf16_from_float, which stands in (keeping
+ * subnormals) on a CPU without avx512_bf16. */
 void pmt_bf16_convert(uint16_t *dst, const float *src, int rows, int cols, int ld, float scale);
 /* One row of pmt_bf16_convert on the calling thread (for kernels that round
  * a row they have just computed, inside their own parallel loop). */
 void pmt_bf16_convert_row(uint16_t *dst, const float *src, int cols, float scale);
+
+/* The calling thread's first product failure since it was last taken:
+ * 0 when there was none, else -1 with its message in err (err may be NULL)
+ * and the record cleared. */
+int pmt_gemm_take_error(char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ */
+/* This CPU, as oneDNN sees it (nn/gemm.c)                             */
+
+/* oneDNN's effective ISA by name: "avx2", "avx2_vnni", "avx512_core",
+ * "avx512_core_vnni", "avx512_core_bf16", "avx512_core_amx", ... */
+const char *pmt_cpu_isa_name(void);
+/* The linked oneDNN's version, "2.6.3". */
+const char *pmt_onednn_version(void);
+/* 1 when the ISA has native bf16 dot products (avx512_bf16 or AMX). */
+int pmt_cpu_has_bf16(void);
+/* 1 when the ISA has int8 dot products that accumulate without
+ * saturating (AVX-512 VNNI, AVX-VNNI or AMX). */
+int pmt_cpu_has_int8_dot(void);
+
+/* ------------------------------------------------------------------ */
+/* Low-precision products of inference (nn/gemm_lowp.c)                */
+/*
+ * int8 (`projmt export --weights int8`, or --compute-type int8): why int8
+ * here: a decoding step multiplies a handful of rows by every weight
+ * matrix (the V x C logits matrix above all), so it is bound by reading
+ * the weights; int8 weights are a quarter of the bytes.
+ *
+ * Scheme (as CTranslate2's int8): weights per output row, symmetric
+ * (w[o][i] ≈ w_scale[o]·wq[o][i], pmt_int8_quantize_rows); activations
+ * quantised per input row on the fly, the same way; exact int32
+ * accumulation; out[n][o] = x_scale[n]·w_scale[o]·acc[n][o] + b[o].
+ *
+ * The integer products are oneDNN's, and exact on every ISA:
+ *   - with int8 dot products (VNNI, AMX): s8 × s8 as they are;
+ *   - without (AVX2, AVX-512 without VNNI): oneDNN's instruction sequence
+ *     (vpmaddubsw) sums pairs of u8·s8 products in 16 bits, which saturate
+ *     for large weights (oneDNN issue #717). The weights are split as
+ *     wq = 2·hi + lo with hi in [-64, 63] and lo in {0, 1}: neither part can
+ *     saturate, and acc = 2·acc_hi + acc_lo gives the same integers.
+ * So every ISA gives the same bits (test_lowp_decode, under each cap).
+ *
+ * bf16 (`projmt export --weights bf16`): weights and activations rounded
+ * to bfloat16, fp32 accumulation, through oneDNN's matmul primitive — only
+ * on a CPU with native bf16 dot products; elsewhere the caller multiplies
+ * the fp32 widening of the bf16 weights (the same weights, exact).
+ *
+ * Ownership: the products never allocate but for a packed matmul's
+ * primitive of a row count it has not multiplied yet; the caller owns
+ * every other buffer.
+ */
+
+/* Per-row symmetric int8 quantisation, the one of weights (export, the
+ * decoder) and of activations: scale[r] = max_i |w[r][i]| / 127 and
+ * q[r][i] = w[r][i]·127/max rounded to nearest, ties to even, in [-127, 127]
+ * (an all-zero row: scale 0, q 0). Inline arithmetic (no libm calls), so
+ * the activation rows of every product vectorise. */
+void pmt_int8_quantize_rows(int8_t *q, float *scale, const float *w, int rows, int cols);
+/* q, scale → w [rows, cols]. */
+void pmt_int8_dequantize_rows(float *w, const int8_t *q, const float *scale, int rows, int cols);
+
+/* How the int8 products run on this CPU (fixed per process, from the ISA):
+ * a one-line description for verbose output and `projmt bench`. */
+const char *pmt_int8_path_name(void);
+/* Products that could not use their packed primitive and ran through the
+ * one-call integer GEMM instead (same bits, slower), since the start. */
+long pmt_int8_fallback_count(void);
+
+/* Per-row int8 scratch for up to N rows of up to IN inputs and OUT outputs
+ * (N rounded up by pmt_int8_matmul_rows for the packed form): xq [N*IN],
+ * x_scale [N], acc [N*OUT] and acc_lo [N*OUT] (the split form's second
+ * product: needed only when !pmt_cpu_has_int8_dot(), may be NULL else). */
+typedef struct pmt_int8_scratch {
+    int8_t *xq;
+    float *x_scale;
+    int32_t *acc, *acc_lo;
+} pmt_int8_scratch;
+
+/* out [N, OUT] = in [N, IN] · (w_scale ⊙ wq [OUT, IN])ᵀ + b [OUT] (b may be NULL),
+ * in one call that packs wq each time: the reference of the packed form
+ * below. 0, or -1 (out NaN, the message for pmt_gemm_take_error). */
+int linear_forward_int8(float *out, const float *in, const int8_t *wq, const float *w_scale, const float *b,
+                        int N, int IN, int OUT, const pmt_int8_scratch *scratch);
+
+/* The same product with the weights packed once into the layout of
+ * oneDNN's int8 matmul: dnnl_gemm_s8s8s32 packs them on every call, which
+ * is most of the work at a decoding step's few rows. oneDNN 2.6 only picks
+ * its brgemm kernels for a fixed row count, so the matmul keeps one
+ * primitive per multiple of 8 rows, built on first use (~0.15 ms each); a
+ * call multiplies its rows padded up to that multiple. A row count whose
+ * primitive wants another weights layout (AMX picks its own for larger row
+ * counts) gets the weights packed again in that layout, once; one whose
+ * primitive oneDNN cannot build runs through the one-call form. Exact
+ * integer accumulation either way: the bits of linear_forward_int8.
+ * Opaque; owns its copies of the weights. One matmul must not run on two
+ * threads at once (the decoder's lanes each have their own). */
+typedef struct pmt_int8_matmul pmt_int8_matmul;
+/* Packs wq [OUT, IN] for products of up to max_rows rows. NULL with err. */
+pmt_int8_matmul *pmt_int8_matmul_init(const int8_t *wq, int IN, int OUT, int max_rows, char *err, size_t errlen);
+void pmt_int8_matmul_free(pmt_int8_matmul *mm);
+/* Rows the scratch of linear_forward_int8_packed needs for N <= max_rows:
+ * N rounded up to a multiple of 8 (xq, acc and acc_lo of that many rows). */
+int pmt_int8_matmul_rows(int N);
+/* As linear_forward_int8 with the packed weights of mm (w_scale, b as
+ * there); scratch rows: pmt_int8_matmul_rows(max_rows). N above the
+ * matmul's max_rows is an error. 0, or -1 as linear_forward_int8. */
+int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale,
+                               const float *b, int N, const pmt_int8_scratch *scratch);
+
+/* bf16: the upper 16 bits of x rounded to nearest even (NaN stays NaN). */
+uint16_t pmt_bf16_from_float(float x);
+float pmt_bf16_to_float(uint16_t h);
+
+/* A bf16 weight matrix [OUT, IN] and the oneDNN matmul that multiplies by
+ * it (any number of rows, bias optional). Opaque; owns its copy of w. */
+typedef struct pmt_bf16_matmul pmt_bf16_matmul;
+/* Rounds w [OUT, IN] to bf16 and builds the matmul. NULL with err when
+ * oneDNN refuses (or out of memory). */
+pmt_bf16_matmul *pmt_bf16_matmul_init(const float *w, int IN, int OUT, int with_bias, char *err, size_t errlen);
+void pmt_bf16_matmul_free(pmt_bf16_matmul *mm);
+/* Bytes of scratchpad linear_forward_bf16 needs for mm (may be 0). */
+size_t pmt_bf16_matmul_scratchpad_bytes(const pmt_bf16_matmul *mm);
+/* out [N, OUT] = bf16(in [N, IN]) · W_bf16ᵀ + b (b given iff with_bias,
+ * else an error); xs is caller scratch of N*IN bf16 values, pad of
+ * pmt_bf16_matmul_scratchpad_bytes(mm) bytes (64-byte aligned). Matmuls
+ * may run concurrently on different threads with different xs and pad.
+ * 0, or -1 as linear_forward_int8. */
+int linear_forward_bf16(float *out, const float *in, const pmt_bf16_matmul *mm, const float *b, int N,
+                        uint16_t *xs, void *pad);
+
+/* Test hook: makes the low-precision products behave as on a CPU where
+ * oneDNN refuses some shapes, for products of at least `rows` rows
+ * (PMT_LOWP_HOOK_OFF: normal). PROJMT_TEST_LOWP=<mode>:<rows> in the
+ * environment sets it at the first int8 or bf16 matmul (modes: relayout,
+ * no-packed, fail), so the command-line and server tests reach it too. */
+typedef enum pmt_lowp_hook {
+    PMT_LOWP_HOOK_OFF = 0,
+    PMT_LOWP_HOOK_RELAYOUT,    /* each such row count's primitive "wants" its own weights layout */
+    PMT_LOWP_HOOK_NO_PACKED,   /* their packed primitives cannot be built (the one-call form runs) */
+    PMT_LOWP_HOOK_FAIL         /* their products fail outright (as if oneDNN could build nothing) */
+} pmt_lowp_hook;
+void pmt_lowp_set_test_hook(pmt_lowp_hook mode, int rows);
 #endif

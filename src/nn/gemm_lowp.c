@@ -1,72 +1,159 @@
 /*
- * gemm_lowp.c — see gemm_lowp.h. The integer products are oneDNN's: the
+ * gemm_lowp.c — the low-precision products of inference (declared in
+ * nn/gemm.h, second half). The integer products are oneDNN's: the
  * decoder's through int8 matmul primitives over weights packed once
  * (linear_forward_int8_packed), and the one-call form through
  * dnnl_gemm_s8s8s32 (row-major, like dnnl_sgemm; it packs the weights on
- * every call, and stays as the plain reference the packed form is tested
- * against). Both pick their VNNI kernels from the CPU; quantising and
- * rescaling are plain loops shared by the two.
+ * every call: the reference the packed form is tested against, and the
+ * packed form's fallback for a row count oneDNN cannot build a primitive
+ * for). Quantising and rescaling are plain loops shared by the two.
+ *
+ * Why the split weights: without int8 dot products (VNNI) oneDNN's s8 × s8
+ * sums pairs of u8·s8 products in a 16-bit register, which saturates once
+ * |w| > 64 (oneDNN issue #717; seen as 3 % off encoder outputs on AVX2 and
+ * AVX-512 without VNNI). Each weight matrix is then held as two parts,
+ * hi = floor(wq / 2) in [-64, 63] and lo = wq − 2·hi in {0, 1}; each part's
+ * pair sums stay within ±32640, and 2·acc_hi + acc_lo is the exact
+ * integer product: twice the integer work, and half the weight bytes of
+ * fp32 (docs/isa.md measures it against fp32 under each ISA cap).
  */
-#include "nn/gemm_lowp.h"
-
-#include <assert.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <oneapi/dnnl/dnnl.h>
 
+#include "nn/gemm.h"
 #include "nn/gemm_internal.h"
 
-/* xq, x_scale = per-row symmetric quantisation of in [N, IN]. Written to
- * stay inline and vectorisable (no libm calls: fmaxf and nearbyintf are
- * calls without -ffast-math); rounding is half away from zero. */
-static void quantize_rows(int8_t *xq, float *x_scale, const float *in, int N, int IN) {
-#pragma omp parallel for schedule(static) if ((long)N * IN > 32768)
-    for (int n = 0; n < N; n++) {
-        const float *row = in + (size_t)n * IN;
-        int8_t *q = xq + (size_t)n * IN;
-        float amax = 0.0f;
-        for (int i = 0; i < IN; i++) {
-            const float a = row[i] < 0.0f ? -row[i] : row[i];
-            amax = a > amax ? a : amax;
-        }
-        x_scale[n] = amax / 127.0f;
-        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        for (int i = 0; i < IN; i++) {
-            const float v = row[i] * inv;
-            q[i] = (int8_t)(int)(v + (v < 0.0f ? -0.5f : 0.5f));
-        }
+/* ------------------------------------------------------------------ */
+/* quantisation                                                        */
+
+/* 1.5·2^23: adding and subtracting it rounds |v| < 2^22 to the nearest
+ * integer, ties to even, in the default rounding mode, with two vector
+ * instructions (nearbyintf is a libm call without -ffast-math). */
+#define ROUND_MAGIC 12582912.0f
+
+static inline void quantize_row(int8_t *q, float *scale, const float *row, int cols) {
+    float amax = 0.0f;
+    for (int i = 0; i < cols; i++) {
+        const float a = row[i] < 0.0f ? -row[i] : row[i];
+        amax = a > amax ? a : amax;
+    }
+    *scale = amax / 127.0f;
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int i = 0; i < cols; i++) {
+        float v = row[i] * inv;
+        v = v < 127.0f ? v : 127.0f;      /* also NaN → 127: never an undefined conversion */
+        v = v > -127.0f ? v : -127.0f;
+        q[i] = (int8_t)(int)((v + ROUND_MAGIC) - ROUND_MAGIC);
     }
 }
 
-/* out [N, OUT] = x_scale[n] · w_scale[o] · acc[n][o] + b[o]. */
-static void rescale_rows(float *out, const int32_t *acc, const float *x_scale, const float *w_scale, const float *b,
-                         int N, int OUT) {
+void pmt_int8_quantize_rows(int8_t *q, float *scale, const float *w, int rows, int cols) {
+#pragma omp parallel for schedule(static) if ((long)rows * cols > 32768)
+    for (int r = 0; r < rows; r++) quantize_row(q + (size_t)r * cols, scale + r, w + (size_t)r * cols, cols);
+}
+
+void pmt_int8_dequantize_rows(float *w, const int8_t *q, const float *scale, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) w[(size_t)r * cols + c] = scale[r] * (float)q[(size_t)r * cols + c];
+}
+
+/* hi [n] = floor(wq / 2), lo [n] = wq − 2·hi (the split weights above). */
+static void split_weights(int8_t *hi, int8_t *lo, const int8_t *wq, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const int v = wq[i];
+        const int h = (v - (v & 1)) / 2;
+        hi[i] = (int8_t)h;
+        lo[i] = (int8_t)(v - 2 * h);
+    }
+}
+
+/* out [N, OUT] = x_scale[n] · w_scale[o] · acc[n][o] + b[o], with
+ * acc = 2·acc_hi + acc_lo when acc_lo is given (the split weights). */
+static void rescale_rows(float *out, const int32_t *acc, const int32_t *acc_lo, const float *x_scale,
+                         const float *w_scale, const float *b, int N, int OUT) {
 #pragma omp parallel for schedule(static) if ((long)N * OUT > 32768)
     for (int n = 0; n < N; n++) {
         const float xs = x_scale[n];
         float *o = out + (size_t)n * OUT;
-        const int32_t *a = acc + (size_t)n * OUT;
-        if (b) {
-            for (int j = 0; j < OUT; j++) o[j] = xs * w_scale[j] * (float)a[j] + b[j];
-        } else {
-            for (int j = 0; j < OUT; j++) o[j] = xs * w_scale[j] * (float)a[j];
+        const int32_t *a = acc + (size_t)n * OUT, *lo = acc_lo ? acc_lo + (size_t)n * OUT : NULL;
+        for (int j = 0; j < OUT; j++) {
+            const int32_t v = lo ? 2 * a[j] + lo[j] : a[j];
+            o[j] = xs * w_scale[j] * (float)v + (b ? b[j] : 0.0f);
         }
     }
 }
 
-void linear_forward_int8(float *out, const float *in, const int8_t *wq, const float *w_scale, const float *b,
-                         int N, int IN, int OUT, const pmt_int8_scratch *s) {
-    if (N <= 0 || OUT <= 0) return;
-    quantize_rows(s->xq, s->x_scale, in, N, IN);
-    const int32_t zero = 0;
-    dnnl_status_t st = dnnl_gemm_s8s8s32('N', 'T', 'F', N, OUT, IN, 1.0f, s->xq, IN, 0, wq, IN, 0, 0.0f, s->acc,
-                                         OUT, &zero);
-    assert(st == dnnl_success);
-    (void)st;
-    rescale_rows(out, s->acc, s->x_scale, w_scale, b, N, OUT);
+static void fill_nan(float *out, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = NAN;
 }
+
+/* ------------------------------------------------------------------ */
+/* the path of this CPU and the test hook                              */
+
+static int g_split;                 /* no int8 dot products: split weights */
+static pmt_lowp_hook g_hook_mode;
+static int g_hook_rows;
+static atomic_long g_fallbacks;
+static pthread_once_t g_setup_once = PTHREAD_ONCE_INIT;
+
+/* PROJMT_TEST_LOWP=<mode>:<rows>; anything else there is ignored (a test
+ * that sets it checks the effect). */
+static void read_hook_env(void) {
+    const char *v = getenv("PROJMT_TEST_LOWP");
+    if (!v) return;
+    static const struct { const char *name; pmt_lowp_hook mode; } modes[] = {
+        {"relayout:", PMT_LOWP_HOOK_RELAYOUT}, {"no-packed:", PMT_LOWP_HOOK_NO_PACKED}, {"fail:", PMT_LOWP_HOOK_FAIL}};
+    for (size_t i = 0; i < sizeof modes / sizeof *modes; i++) {
+        const size_t len = strlen(modes[i].name);
+        if (!strncmp(v, modes[i].name, len)) {
+            const long rows = strtol(v + len, NULL, 10);
+            if (rows > 0 && rows < 1L << 30) {
+                g_hook_mode = modes[i].mode;
+                g_hook_rows = (int)rows;
+            }
+        }
+    }
+}
+
+static void setup(void) {
+    g_split = !pmt_cpu_has_int8_dot();
+    if (g_hook_mode == PMT_LOWP_HOOK_OFF) read_hook_env();
+}
+
+static void ensure_setup(void) { pthread_once(&g_setup_once, setup); }
+
+void pmt_lowp_set_test_hook(pmt_lowp_hook mode, int rows) {
+    ensure_setup();
+    g_hook_mode = mode;
+    g_hook_rows = rows;
+}
+
+static int hook_hits(pmt_lowp_hook mode, int rows) { return g_hook_mode == mode && rows >= g_hook_rows; }
+
+const char *pmt_int8_path_name(void) {
+    ensure_setup();
+    return g_split ? "int8: oneDNN s8 matmul, packed weights split into 7-bit and 1-bit parts (no int8 dot "
+                     "products on this CPU: exact, two integer products)"
+                   : "int8: oneDNN s8 matmul, packed weights (int8 dot products)";
+}
+
+long pmt_int8_fallback_count(void) { return atomic_load(&g_fallbacks); }
+
+/* A failed product: its output NaN and the thread's error recorded. */
+static int product_failed(float *out, size_t n, const char *what, int rows, int IN, int OUT) {
+    fill_nan(out, n);
+    pmt_gemm_record_error("oneDNN cannot run the %s product of [%d, %d] x [%d, %d] on this CPU (%s); "
+                          "--compute-type fp32 avoids it", what, rows, IN, IN, OUT, pmt_cpu_isa_name());
+    return -1;
+}
+
+/* ------------------------------------------------------------------ */
+/* oneDNN plumbing                                                     */
 
 /* The process's one CPU engine (nn/gemm_internal.h), and one stream per
  * thread that executes: the decoder's lanes (translate/beam_search.c)
@@ -85,6 +172,280 @@ static dnnl_stream_t this_thread_stream(void) {
         thread_stream = NULL;
     return thread_stream;
 }
+
+/* A memory object over ptr of dims [rows, cols] (row-major, or its transpose). */
+static dnnl_memory_t wrap(const void *ptr, int64_t rows, int64_t cols, dnnl_data_type_t type, dnnl_format_tag_t tag) {
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_memory_t mem = NULL;
+    if (dnnl_memory_desc_init_by_tag(&md, 2, dims, type, tag) != dnnl_success ||
+        dnnl_memory_create(&mem, &md, cpu_engine, (void *)ptr) != dnnl_success)
+        return NULL;
+    return mem;
+}
+
+/* ------------------------------------------------------------------ */
+/* int8, one call                                                      */
+
+/* acc [N, OUT] = xq [N, IN] · wq [OUT, IN]ᵀ in int32. */
+static int gemm_s8(int32_t *acc, const int8_t *xq, const int8_t *wq, int N, int IN, int OUT) {
+    const int32_t zero = 0;
+    return dnnl_gemm_s8s8s32('N', 'T', 'F', N, OUT, IN, 1.0f, xq, IN, 0, wq, IN, 0, 0.0f, acc, OUT, &zero) ==
+                   dnnl_success
+               ? 0
+               : -1;
+}
+
+/* acc (and acc_lo) of the one-call form over the plain weights, or their
+ * split parts hi/lo when lo is given. */
+static int one_call_products(const pmt_int8_scratch *s, const int8_t *w, const int8_t *lo, int N, int IN, int OUT) {
+    if (gemm_s8(s->acc, s->xq, w, N, IN, OUT) != 0) return -1;
+    return lo ? gemm_s8(s->acc_lo, s->xq, lo, N, IN, OUT) : 0;
+}
+
+int linear_forward_int8(float *out, const float *in, const int8_t *wq, const float *w_scale, const float *b,
+                        int N, int IN, int OUT, const pmt_int8_scratch *s) {
+    if (N <= 0 || OUT <= 0) return 0;
+    ensure_setup();
+    if (hook_hits(PMT_LOWP_HOOK_FAIL, N) || (g_split && !s->acc_lo))
+        return product_failed(out, (size_t)N * OUT, g_split && !s->acc_lo ? "int8 (no acc_lo scratch)" : "int8", N,
+                              IN, OUT);
+    int8_t *hi = NULL, *lo = NULL;
+    if (g_split) {
+        hi = malloc((size_t)OUT * IN);
+        lo = malloc((size_t)OUT * IN);
+        if (hi && lo) split_weights(hi, lo, wq, (size_t)OUT * IN);
+    }
+    pmt_int8_quantize_rows(s->xq, s->x_scale, in, N, IN);
+    const int ok = (!g_split || (hi && lo)) && one_call_products(s, g_split ? hi : wq, lo, N, IN, OUT) == 0;
+    free(hi);
+    free(lo);
+    if (!ok) return product_failed(out, (size_t)N * OUT, "int8", N, IN, OUT);
+    rescale_rows(out, s->acc, g_split ? s->acc_lo : NULL, s->x_scale, w_scale, b, N, OUT);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* int8 with packed weights                                            */
+
+#define INT8_ROW_STEP 8
+#define INT8_MAX_LAYOUTS 4
+
+/* The weights packed in one layout: one copy per part (1, or 2 split). */
+typedef struct {
+    dnnl_memory_desc_t md;
+    dnnl_memory_t packed[2];       /* oneDNN-owned, with their s8s8 compensation */
+} int8_layout;
+
+/* What a row count multiplies with. */
+typedef struct {
+    dnnl_primitive_t prim;         /* NULL: not built yet, or one_call */
+    int layout;                    /* index into layouts */
+    int one_call;                  /* no primitive for this row count: the one-call form */
+} int8_rows_slot;
+
+struct pmt_int8_matmul {
+    int IN, OUT, n_sizes;          /* n_sizes = row counts: 8, 16, ..., 8·n_sizes */
+    int n_parts;                   /* 1, or 2 with split weights */
+    int8_t *plain[2];              /* [OUT, IN] each: the weights (or hi, lo), for repacking and the one-call form */
+    int8_layout layouts[INT8_MAX_LAYOUTS];
+    int n_layouts;
+    int8_rows_slot *slots;         /* [n_sizes] */
+    void *pad;                     /* user scratchpad: the largest a built primitive needs */
+    size_t pad_bytes;
+};
+
+int pmt_int8_matmul_rows(int N) { return (N + INT8_ROW_STEP - 1) / INT8_ROW_STEP * INT8_ROW_STEP; }
+
+/* The matmul descriptor of [rows, IN] s8 · [IN, OUT] s8 → [rows, OUT] s32,
+ * weights in the layout oneDNN picks (any) and a user scratchpad. */
+static dnnl_primitive_desc_t int8_matmul_pd(int rows, int IN, int OUT) {
+    dnnl_memory_desc_t src, wei, dst;
+    dnnl_dims_t src_dims = {rows, IN}, wei_dims = {IN, OUT}, dst_dims = {rows, OUT};
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return NULL;
+    if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&src, 2, src_dims, dnnl_s8, dnnl_ab) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&wei, 2, wei_dims, dnnl_s8, dnnl_format_tag_any) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&dst, 2, dst_dims, dnnl_s32, dnnl_ab) != dnnl_success ||
+        dnnl_matmul_desc_init(&desc, &src, &wei, NULL, &dst) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &desc, attr, cpu_engine, NULL) != dnnl_success)
+        pd = NULL;
+    dnnl_primitive_attr_destroy(attr);
+    return pd;
+}
+
+/* Packs every part of mm into layout md as layouts[n_layouts]. 0, or -1. */
+static int add_layout(pmt_int8_matmul *mm, const dnnl_memory_desc_t *md) {
+    if (mm->n_layouts == INT8_MAX_LAYOUTS) return -1;
+    int8_layout *l = &mm->layouts[mm->n_layouts];
+    l->md = *md;
+    dnnl_stream_t stream = this_thread_stream();
+    dnnl_memory_desc_t user_md;
+    dnnl_dims_t dims = {mm->IN, mm->OUT};
+    dnnl_primitive_desc_t reorder_pd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    int ok = stream && dnnl_memory_desc_init_by_tag(&user_md, 2, dims, dnnl_s8, dnnl_ba) == dnnl_success &&
+             dnnl_reorder_primitive_desc_create(&reorder_pd, &user_md, cpu_engine, md, cpu_engine, NULL) ==
+                 dnnl_success &&
+             dnnl_primitive_create(&reorder, reorder_pd) == dnnl_success;
+    for (int p = 0; ok && p < mm->n_parts; p++) {
+        dnnl_memory_t user = NULL;
+        ok = dnnl_memory_create(&user, &user_md, cpu_engine, mm->plain[p]) == dnnl_success &&
+             dnnl_memory_create(&l->packed[p], md, cpu_engine, DNNL_MEMORY_ALLOCATE) == dnnl_success;
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, l->packed[p]}};
+        ok = ok && dnnl_primitive_execute(reorder, stream, 2, args) == dnnl_success &&
+             dnnl_stream_wait(stream) == dnnl_success;
+        if (user) dnnl_memory_destroy(user);
+    }
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (reorder_pd) dnnl_primitive_desc_destroy(reorder_pd);
+    if (!ok) {
+        for (int p = 0; p < 2; p++)
+            if (l->packed[p]) dnnl_memory_destroy(l->packed[p]);
+        memset(l, 0, sizeof *l);
+        return -1;
+    }
+    mm->n_layouts++;
+    return 0;
+}
+
+/* The layout of md among mm's, packed on first need: its index, or -1.
+ * The test hook's relayout gives a row count a copy of its own. */
+static int layout_for(pmt_int8_matmul *mm, const dnnl_memory_desc_t *md, int rows) {
+    if (!hook_hits(PMT_LOWP_HOOK_RELAYOUT, rows))
+        for (int i = 0; i < mm->n_layouts; i++)
+            if (dnnl_memory_desc_equal(&mm->layouts[i].md, md)) return i;
+    return add_layout(mm, md) == 0 ? mm->n_layouts - 1 : -1;
+}
+
+/* Makes the slot of `rows` (a multiple of 8) ready: its primitive with its
+ * weights layout, or the one-call form when oneDNN builds none. -1 only
+ * when memory runs out. */
+static int prepare_slot(pmt_int8_matmul *mm, int rows) {
+    int8_rows_slot *slot = &mm->slots[rows / INT8_ROW_STEP - 1];
+    if (slot->prim || slot->one_call) return 0;
+    dnnl_primitive_desc_t pd = hook_hits(PMT_LOWP_HOOK_NO_PACKED, rows) ? NULL : int8_matmul_pd(rows, mm->IN, mm->OUT);
+    int layout = pd ? layout_for(mm, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), rows) : -1;
+    const size_t pad =
+        layout >= 0 ? dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) : 0;
+    int rc = 0;
+    if (layout >= 0 && pad > mm->pad_bytes) {
+        void *grown = aligned_alloc(64, (pad + 63) & ~(size_t)63);
+        if (grown) {
+            free(mm->pad);
+            mm->pad = grown;
+            mm->pad_bytes = pad;
+        } else {
+            layout = -1;
+            rc = -1;
+        }
+    }
+    if (layout >= 0 && dnnl_primitive_create(&slot->prim, pd) == dnnl_success) {
+        slot->layout = layout;
+    } else {
+        slot->prim = NULL;
+        slot->one_call = rc == 0;
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+pmt_int8_matmul *pmt_int8_matmul_init(const int8_t *wq, int IN, int OUT, int max_rows, char *err, size_t errlen) {
+    ensure_setup();
+    pmt_int8_matmul *mm = calloc(1, sizeof *mm);
+    if (!mm || ensure_engine() != 0) {
+        snprintf(err, errlen, "int8 matmul: out of memory");
+        free(mm);
+        return NULL;
+    }
+    mm->IN = IN;
+    mm->OUT = OUT;
+    mm->n_sizes = pmt_int8_matmul_rows(max_rows > 0 ? max_rows : 1) / INT8_ROW_STEP;
+    mm->n_parts = g_split ? 2 : 1;
+    mm->slots = calloc((size_t)mm->n_sizes, sizeof *mm->slots);
+    int ok = mm->slots != NULL;
+    for (int p = 0; ok && p < mm->n_parts; p++) ok = (mm->plain[p] = malloc((size_t)IN * OUT)) != NULL;
+    if (ok && g_split) split_weights(mm->plain[0], mm->plain[1], wq, (size_t)IN * OUT);
+    else if (ok) memcpy(mm->plain[0], wq, (size_t)IN * OUT);
+    /* The first row count's primitive and layout now, so that a refusal
+     * shows at load; the others on first use. */
+    ok = ok && prepare_slot(mm, INT8_ROW_STEP) == 0;
+    if (!ok) {
+        snprintf(err, errlen, "int8 matmul of [%d, %d] weights: out of memory", OUT, IN);
+        pmt_int8_matmul_free(mm);
+        return NULL;
+    }
+    return mm;
+}
+
+void pmt_int8_matmul_free(pmt_int8_matmul *mm) {
+    if (!mm) return;
+    for (int i = 0; mm->slots && i < mm->n_sizes; i++)
+        if (mm->slots[i].prim) dnnl_primitive_destroy(mm->slots[i].prim);
+    for (int l = 0; l < mm->n_layouts; l++)
+        for (int p = 0; p < 2; p++)
+            if (mm->layouts[l].packed[p]) dnnl_memory_destroy(mm->layouts[l].packed[p]);
+    free(mm->plain[0]);
+    free(mm->plain[1]);
+    free(mm->slots);
+    free(mm->pad);
+    free(mm);
+}
+
+/* acc_out [rows, OUT] = s->xq [rows, IN] · part p of the weights, by the slot's primitive. */
+static int run_packed(pmt_int8_matmul *mm, const int8_rows_slot *slot, int rows, int p, int32_t *acc_out,
+                      const pmt_int8_scratch *s) {
+    dnnl_memory_t src = wrap(s->xq, rows, mm->IN, dnnl_s8, dnnl_ab), dst = wrap(acc_out, rows, mm->OUT, dnnl_s32, dnnl_ab),
+                  spad = mm->pad_bytes ? wrap(mm->pad, 1, (int64_t)mm->pad_bytes, dnnl_u8, dnnl_ab) : NULL;
+    dnnl_exec_arg_t args[4] = {
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, mm->layouts[slot->layout].packed[p]}, {DNNL_ARG_DST, dst}};
+    int n_args = 3;
+    if (spad) args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, spad};
+    dnnl_stream_t stream = this_thread_stream();
+    const int ok = src && dst && (!mm->pad_bytes || spad) && stream &&
+                   dnnl_primitive_execute(slot->prim, stream, n_args, args) == dnnl_success &&
+                   dnnl_stream_wait(stream) == dnnl_success;
+    dnnl_memory_t mems[3] = {src, dst, spad};
+    for (int i = 0; i < 3; i++)
+        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    return ok ? 0 : -1;
+}
+
+int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale,
+                               const float *b, int N, const pmt_int8_scratch *s) {
+    if (N <= 0) return 0;
+    const int rows = pmt_int8_matmul_rows(N);
+    if (rows / INT8_ROW_STEP > mm->n_sizes) {
+        fill_nan(out, (size_t)N * mm->OUT);
+        pmt_gemm_record_error("int8 product of %d rows exceeds its matmul's %d rows", N, mm->n_sizes * INT8_ROW_STEP);
+        return -1;
+    }
+    if (hook_hits(PMT_LOWP_HOOK_FAIL, N) || (mm->n_parts == 2 && !s->acc_lo))
+        return product_failed(out, (size_t)N * mm->OUT, "int8", N, mm->IN, mm->OUT);
+    pmt_int8_quantize_rows(s->xq, s->x_scale, in, N, mm->IN);
+    /* The padding rows multiply too: zeros, so nothing uninitialised is read. */
+    memset(s->xq + (size_t)N * mm->IN, 0, (size_t)(rows - N) * mm->IN);
+    int32_t *acc_lo = mm->n_parts == 2 ? s->acc_lo : NULL;
+    if (prepare_slot(mm, rows) != 0) return product_failed(out, (size_t)N * mm->OUT, "int8", N, mm->IN, mm->OUT);
+    const int8_rows_slot *slot = &mm->slots[rows / INT8_ROW_STEP - 1];
+    int rc;
+    if (slot->one_call) {
+        atomic_fetch_add(&g_fallbacks, 1);
+        rc = one_call_products(s, mm->plain[0], mm->n_parts == 2 ? mm->plain[1] : NULL, N, mm->IN, mm->OUT);
+    } else {
+        rc = run_packed(mm, slot, rows, 0, s->acc, s);
+        if (rc == 0 && acc_lo) rc = run_packed(mm, slot, rows, 1, acc_lo, s);
+    }
+    if (rc != 0) return product_failed(out, (size_t)N * mm->OUT, "int8", N, mm->IN, mm->OUT);
+    rescale_rows(out, s->acc, acc_lo, s->x_scale, w_scale, b, N, mm->OUT);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* bf16                                                                */
 
 struct pmt_bf16_matmul {
     int IN, OUT, with_bias;
@@ -109,6 +470,7 @@ float pmt_bf16_to_float(uint16_t h) {
 }
 
 pmt_bf16_matmul *pmt_bf16_matmul_init(const float *w, int IN, int OUT, int with_bias, char *err, size_t errlen) {
+    ensure_setup();
     pmt_bf16_matmul *mm = calloc(1, sizeof *mm);
     if (!mm || !(mm->w = malloc((size_t)IN * OUT * sizeof *mm->w))) {
         snprintf(err, errlen, "bf16 matmul: out of memory");
@@ -143,7 +505,8 @@ pmt_bf16_matmul *pmt_bf16_matmul_init(const float *w, int IN, int OUT, int with_
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (attr) dnnl_primitive_attr_destroy(attr);
     if (!ok) {
-        snprintf(err, errlen, "oneDNN cannot build a bf16 matmul of [*, %d] x [%d, %d]", IN, IN, OUT);
+        snprintf(err, errlen, "oneDNN cannot build a bf16 matmul of [*, %d] x [%d, %d] on this CPU (%s)", IN, IN,
+                 OUT, pmt_cpu_isa_name());
         pmt_bf16_matmul_free(mm);
         return NULL;
     }
@@ -157,166 +520,14 @@ void pmt_bf16_matmul_free(pmt_bf16_matmul *mm) {
     free(mm);
 }
 
-/* A memory object over ptr of dims [rows, cols] (row-major, or its transpose). */
-static dnnl_memory_t wrap(const void *ptr, int64_t rows, int64_t cols, dnnl_data_type_t type, dnnl_format_tag_t tag) {
-    dnnl_memory_desc_t md;
-    dnnl_dims_t dims = {rows, cols};
-    dnnl_memory_t mem = NULL;
-    if (dnnl_memory_desc_init_by_tag(&md, 2, dims, type, tag) != dnnl_success ||
-        dnnl_memory_create(&mem, &md, cpu_engine, (void *)ptr) != dnnl_success)
-        return NULL;
-    return mem;
-}
-
 size_t pmt_bf16_matmul_scratchpad_bytes(const pmt_bf16_matmul *mm) { return mm->pad_bytes; }
 
-/* ------------------------------------------------------------------ */
-/* int8 with packed weights                                            */
-
-#define INT8_ROW_STEP 8
-
-struct pmt_int8_matmul {
-    int IN, OUT, n_sizes;          /* n_sizes = primitives: rows 8, 16, ..., 8·n_sizes */
-    dnnl_memory_desc_t packed_md;  /* the weights' layout (the same for every row count) */
-    dnnl_memory_t packed;          /* oneDNN-owned packed weights (with their s8s8 compensation) */
-    dnnl_primitive_t *prim;        /* [n_sizes], NULL until first used */
-    void *pad;                     /* user scratchpad: the largest a built primitive needs */
-    size_t pad_bytes;
-};
-
-int pmt_int8_matmul_rows(int N) { return (N + INT8_ROW_STEP - 1) / INT8_ROW_STEP * INT8_ROW_STEP; }
-
-/* The matmul descriptor of [rows, IN] s8 · [IN, OUT] s8 → [rows, OUT] s32,
- * weights in the layout oneDNN picks (any) and a user scratchpad. */
-static dnnl_primitive_desc_t int8_matmul_pd(int rows, int IN, int OUT) {
-    dnnl_memory_desc_t src, wei, dst;
-    dnnl_dims_t src_dims = {rows, IN}, wei_dims = {IN, OUT}, dst_dims = {rows, OUT};
-    dnnl_matmul_desc_t desc;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return NULL;
-    if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&src, 2, src_dims, dnnl_s8, dnnl_ab) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&wei, 2, wei_dims, dnnl_s8, dnnl_format_tag_any) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&dst, 2, dst_dims, dnnl_s32, dnnl_ab) != dnnl_success ||
-        dnnl_matmul_desc_init(&desc, &src, &wei, NULL, &dst) != dnnl_success ||
-        dnnl_primitive_desc_create(&pd, &desc, attr, cpu_engine, NULL) != dnnl_success)
-        pd = NULL;
-    dnnl_primitive_attr_destroy(attr);
-    return pd;
-}
-
-/* The primitive for `rows` (a multiple of 8), built on first use; its
- * weights layout must be the packed one (checked: oneDNN could in
- * principle pick another for another row count). */
-static dnnl_primitive_t int8_primitive(pmt_int8_matmul *mm, int rows) {
-    dnnl_primitive_t *slot = &mm->prim[rows / INT8_ROW_STEP - 1];
-    if (*slot) return *slot;
-    dnnl_primitive_desc_t pd = int8_matmul_pd(rows, mm->IN, mm->OUT);
-    int ok = pd && dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
-                                          &mm->packed_md);
-    const size_t pad = ok ? dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) : 0;
-    if (ok && pad > mm->pad_bytes) {
-        free(mm->pad);
-        mm->pad = aligned_alloc(64, (pad + 63) & ~(size_t)63);
-        mm->pad_bytes = mm->pad ? pad : 0;
-        ok = mm->pad != NULL;
-    }
-    ok = ok && dnnl_primitive_create(slot, pd) == dnnl_success;
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (!ok) {
-        fprintf(stderr, "projmt: oneDNN cannot build an int8 matmul of [%d, %d] x [%d, %d] (out of memory?)\n", rows,
-                mm->IN, mm->IN, mm->OUT);
-        abort();
-    }
-    return *slot;
-}
-
-pmt_int8_matmul *pmt_int8_matmul_init(const int8_t *wq, int IN, int OUT, int max_rows, char *err, size_t errlen) {
-    pmt_int8_matmul *mm = calloc(1, sizeof *mm);
-    if (!mm || ensure_engine() != 0) {
-        snprintf(err, errlen, "int8 matmul: out of memory");
-        free(mm);
-        return NULL;
-    }
-    mm->IN = IN;
-    mm->OUT = OUT;
-    mm->n_sizes = pmt_int8_matmul_rows(max_rows > 0 ? max_rows : 1) / INT8_ROW_STEP;
-    mm->prim = calloc((size_t)mm->n_sizes, sizeof *mm->prim);
-    dnnl_primitive_desc_t pd = mm->prim ? int8_matmul_pd(INT8_ROW_STEP, IN, OUT) : NULL;
-    dnnl_memory_t user = NULL;
-    dnnl_primitive_desc_t reorder_pd = NULL;
-    dnnl_primitive_t reorder = NULL;
-    dnnl_stream_t stream = this_thread_stream();
-    int ok = pd != NULL && stream != NULL;
-    if (ok) {
-        mm->packed_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-        dnnl_memory_desc_t user_md;
-        dnnl_dims_t dims = {IN, OUT};
-        ok = dnnl_memory_desc_init_by_tag(&user_md, 2, dims, dnnl_s8, dnnl_ba) == dnnl_success &&
-             dnnl_memory_create(&user, &user_md, cpu_engine, (void *)wq) == dnnl_success &&
-             dnnl_memory_create(&mm->packed, &mm->packed_md, cpu_engine, DNNL_MEMORY_ALLOCATE) == dnnl_success &&
-             dnnl_reorder_primitive_desc_create(&reorder_pd, &user_md, cpu_engine, &mm->packed_md, cpu_engine,
-                                                NULL) == dnnl_success &&
-             dnnl_primitive_create(&reorder, reorder_pd) == dnnl_success;
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, mm->packed}};
-        ok = ok && dnnl_primitive_execute(reorder, stream, 2, args) == dnnl_success &&
-             dnnl_stream_wait(stream) == dnnl_success;
-    }
-    if (reorder) dnnl_primitive_destroy(reorder);
-    if (reorder_pd) dnnl_primitive_desc_destroy(reorder_pd);
-    if (user) dnnl_memory_destroy(user);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (!ok) {
-        snprintf(err, errlen, "oneDNN cannot pack int8 weights [%d, %d] for its matmul (out of memory?)", OUT, IN);
-        pmt_int8_matmul_free(mm);
-        return NULL;
-    }
-    return mm;
-}
-
-void pmt_int8_matmul_free(pmt_int8_matmul *mm) {
-    if (!mm) return;
-    for (int i = 0; mm->prim && i < mm->n_sizes; i++)
-        if (mm->prim[i]) dnnl_primitive_destroy(mm->prim[i]);
-    if (mm->packed) dnnl_memory_destroy(mm->packed);
-    free(mm->prim);
-    free(mm->pad);
-    free(mm);
-}
-
-void linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale,
-                                const float *b, int N, const pmt_int8_scratch *s) {
-    if (N <= 0) return;
-    const int rows = pmt_int8_matmul_rows(N);
-    assert(rows / INT8_ROW_STEP <= mm->n_sizes);
-    quantize_rows(s->xq, s->x_scale, in, N, mm->IN);
-    /* The padding rows multiply too: zeros, so nothing uninitialised is read. */
-    memset(s->xq + (size_t)N * mm->IN, 0, (size_t)(rows - N) * mm->IN);
-    dnnl_primitive_t prim = int8_primitive(mm, rows);
-    dnnl_memory_t src = wrap(s->xq, rows, mm->IN, dnnl_s8, dnnl_ab), dst = wrap(s->acc, rows, mm->OUT, dnnl_s32, dnnl_ab),
-                  spad = mm->pad_bytes ? wrap(mm->pad, 1, (int64_t)mm->pad_bytes, dnnl_u8, dnnl_ab) : NULL;
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, mm->packed}, {DNNL_ARG_DST, dst}};
-    int n_args = 3;
-    if (spad) args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, spad};
-    dnnl_stream_t stream = this_thread_stream();
-    int ok = src && dst && (!mm->pad_bytes || spad) && stream &&
-             dnnl_primitive_execute(prim, stream, n_args, args) == dnnl_success &&
-             dnnl_stream_wait(stream) == dnnl_success;
-    dnnl_memory_t mems[3] = {src, dst, spad};
-    for (int i = 0; i < 3; i++)
-        if (mems[i]) dnnl_memory_destroy(mems[i]);
-    if (!ok) {
-        fprintf(stderr, "projmt: oneDNN int8 matmul failed\n");
-        abort();
-    }
-    rescale_rows(out, s->acc, s->x_scale, w_scale, b, N, mm->OUT);
-}
-
-void linear_forward_bf16(float *out, const float *in, const pmt_bf16_matmul *mm, const float *b, int N,
-                         uint16_t *xs, void *pad) {
-    if (N <= 0) return;
-    assert(!b == !mm->with_bias);
+int linear_forward_bf16(float *out, const float *in, const pmt_bf16_matmul *mm, const float *b, int N,
+                        uint16_t *xs, void *pad) {
+    if (N <= 0) return 0;
+    if (!b != !mm->with_bias || hook_hits(PMT_LOWP_HOOK_FAIL, N))
+        return product_failed(out, (size_t)N * mm->OUT, !b != !mm->with_bias ? "bf16 (bias mismatch)" : "bf16", N,
+                              mm->IN, mm->OUT);
     const size_t n_in = (size_t)N * mm->IN;
 #pragma omp parallel for schedule(static) if (n_in > 32768)
     for (size_t i = 0; i < n_in; i++) xs[i] = pmt_bf16_from_float(in[i]);
@@ -328,28 +539,11 @@ void linear_forward_bf16(float *out, const float *in, const pmt_bf16_matmul *mm,
     if (b) args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bia};
     if (spad) args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, spad};
     dnnl_stream_t stream = this_thread_stream();
-    /* A failure here (oneDNN out of memory for a handle) is not recoverable mid-step. */
-    int ok = src && wei && dst && (!b || bia) && (!mm->pad_bytes || (pad && spad)) && stream &&
-             dnnl_primitive_execute(mm->prim, stream, n_args, args) == dnnl_success &&
-             dnnl_stream_wait(stream) == dnnl_success;
+    const int ok = src && wei && dst && (!b || bia) && (!mm->pad_bytes || (pad && spad)) && stream &&
+                   dnnl_primitive_execute(mm->prim, stream, n_args, args) == dnnl_success &&
+                   dnnl_stream_wait(stream) == dnnl_success;
     dnnl_memory_t mems[5] = {src, wei, dst, bia, spad};
     for (int i = 0; i < 5; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
-    if (!ok) {
-        fprintf(stderr, "projmt: oneDNN bf16 matmul failed\n");
-        abort();
-    }
-}
-
-int pmt_cpu_has_bf16(void) {
-    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-    const unsigned bf16 = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
-    return (isa & bf16) == bf16;
-}
-
-int pmt_cpu_has_int8_dot(void) {
-    /* ISA values are nested bit sets: a CPU with more includes the bits of less. */
-    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-    const unsigned avx512_vnni = (unsigned)dnnl_cpu_isa_avx512_core_vnni, avx2_vnni = (unsigned)dnnl_cpu_isa_avx2_vnni;
-    return (isa & avx512_vnni) == avx512_vnni || (isa & avx2_vnni) == avx2_vnni;
+    return ok ? 0 : product_failed(out, (size_t)N * mm->OUT, "bf16", N, mm->IN, mm->OUT);
 }

@@ -61,7 +61,12 @@ int pmt_aligner_run(pmt_aligner *a, const int32_t *src, int src_len, const int32
     a->dec.cross_probs_out = a->probs;   /* [1, NH, 1, S] per step */
     for (int t = 0; t < T; t++) {
         const int32_t token = t == 0 ? PMT_BOS_ID : tgt[t - 1];
-        pmt_decoder_step(&a->dec, &token);
+        if (!pmt_decoder_step(&a->dec, &token)) {
+            a->dec.cross_probs_out = NULL;
+            pmt_alignment_free(out);
+            snprintf(err, errlen, "aligner: %s", a->dec.error);
+            return -1;
+        }
         for (int h = 0; h < NH; h++)
             memcpy(out->weights + ((size_t)h * T + t) * S, a->probs + (size_t)h * S, (size_t)S * sizeof(float));
     }

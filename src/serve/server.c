@@ -21,6 +21,8 @@
 
 #include "core/clock.h"
 #include "core/utf8.h"
+#include "model/checkpoint.h"
+#include "nn/gemm.h"
 #include "serve/page.h"
 
 /* ---- routes ---------------------------------------------------------- */
@@ -561,6 +563,14 @@ static int build_info(pmt_server *s, char *err, size_t errlen) {
         s->opt.limits.max_chars, "max_body_bytes", (json_int_t)s->opt.limits.max_body, "max_beam",
         s->opt.limits.max_beam, "default_beam", s->opt.limits.default_beam, "api_key_required",
         s->opt.api_key != NULL, "batching", "max_batch", s->opt.max_batch, "max_wait_ms", s->opt.max_wait_ms);
+    /* The CPU as the products see it, and what they multiply with on it. */
+    char compute[512];
+    pmt_model_describe_compute(m, compute, sizeof compute);
+    if (info && (json_object_set_new(info, "cpu_isa", json_string(pmt_cpu_isa_name())) != 0 ||
+                 json_object_set_new(info, "compute", json_string(compute)) != 0)) {
+        json_decref(info);
+        info = NULL;
+    }
     s->info_json = info ? json_dumps(info, JSON_COMPACT) : NULL;
     json_decref(info);
     if (!s->info_json) {

@@ -18,6 +18,7 @@
 #include "data/batcher.h"
 #include "model/average.h"
 #include "model/checkpoint.h"
+#include "nn/gemm.h"
 #include "train/dist.h"
 #include "core/path.h"
 #include "core/rng.h"
@@ -553,7 +554,10 @@ static int validate(trainer *t, char *err, size_t errlen) {
     char scores[96];
     swap_in_average(t, 1);
     evaluate(t, &s);
-    int rc = translation_scores(t, &r, scores, sizeof scores, err, errlen);
+    char why[256];
+    int rc = pmt_gemm_take_error(why, sizeof why);
+    if (rc != 0) snprintf(err, errlen, "validation: %s", why);
+    else rc = translation_scores(t, &r, scores, sizeof scores, err, errlen);
     swap_in_average(t, 0);
     if (rc != 0) return -1;
     r.loss = s.loss_sum / (double)s.tokens;
@@ -665,6 +669,12 @@ static int loop(trainer *t, pmt_train_result *res, char *err, size_t errlen) {
         int epoch_end;
         double loss;
         pmt_step_status status = train_step(t, &epoch_end, &loss);
+        /* A failed product left NaN, so the optimizer skipped the step; say why and stop. */
+        char why[256];
+        if (pmt_gemm_take_error(why, sizeof why) != 0) {
+            snprintf(err, errlen, "step %lld: %s (the step was not applied)", (long long)t->st.step, why);
+            return -1;
+        }
         if (after_step(t, status, loss, epoch_end, err, errlen) != 0) return -1;
     }
     res->stop = PMT_TRAIN_DONE;

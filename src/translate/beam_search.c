@@ -92,7 +92,7 @@ typedef struct search_lane {
     candidate *row_top;         /* [max_rows * max_beam] top tokens of row r at r*max_beam */
 
     pmt_search_stats stats;     /* of the last run */
-    char err[256];              /* a failed start's message */
+    char err[400];              /* a failed start's or step's message */
 } search_lane;
 
 /* Search state and result pool; every array sized at pmt_search_init. */
@@ -409,7 +409,10 @@ static int decode_lane(pmt_search *s, search_lane *ln, const pmt_decode_options 
         ln->cum[r] = 0.0;
     }
     for (int t = 0; d->n_sent > 0; t++) {
-        pmt_decoder_step_live(d, ln->tokens, ln->live);
+        if (!pmt_decoder_step_live(d, ln->tokens, ln->live)) {
+            snprintf(ln->err, sizeof ln->err, "%s", d->error);
+            return -1;
+        }
         ln->stats.steps++;
         ln->stats.row_steps += d->rows;
         if (batch_step(&x, t) == 0) break;

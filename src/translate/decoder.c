@@ -111,6 +111,8 @@ static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
         d->q8_scratch.xq = malloc(rows * widest_in);
         d->q8_scratch.x_scale = malloc(rows * sizeof(float));
         d->q8_scratch.acc = malloc(acc * sizeof(int32_t));
+        /* Without int8 dot products the weights are split in two parts (nn/gemm.h). */
+        if (!pmt_cpu_has_int8_dot() && !(d->q8_scratch.acc_lo = malloc(acc * sizeof(int32_t)))) d->q8_scratch.acc = NULL;
     } else {
         d->bf16_scratch = malloc(rows * widest_in * sizeof *d->bf16_scratch);
     }
@@ -154,18 +156,22 @@ static void free_lowp(pmt_decoder *d) {
     free(d->q8_scratch.xq);
     free(d->q8_scratch.x_scale);
     free(d->q8_scratch.acc);
+    free(d->q8_scratch.acc_lo);
     free(d->bf16_scratch);
     free(d->bf16_pad);
 }
 
 /* out [N, OUT] = in [N, IN] · wᵀ + b: with the low-precision form of w when
- * the decoder has one, else in fp32. */
+ * the decoder has one, else in fp32. A product that fails (oneDNN refuses
+ * a shape on this CPU) leaves NaN and records the failure on this thread
+ * (nn/gemm.h); pmt_decoder_start and the steps take it when they end, so
+ * the return value is that record's, not lost. */
 static void linear_rows(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
                         int IN, int OUT) {
     const struct pmt_lowp_matrix *lm = find_lowp(d, w);
     assert(!lm || lm->rows == OUT);
-    if (lm && lm->q8) linear_forward_int8_packed(out, in, lm->q8, lm->q8_scale, b, N, &d->q8_scratch);
-    else if (lm && lm->bf16) linear_forward_bf16(out, in, lm->bf16, b, N, d->bf16_scratch, d->bf16_pad);
+    if (lm && lm->q8) (void)linear_forward_int8_packed(out, in, lm->q8, lm->q8_scale, b, N, &d->q8_scratch);
+    else if (lm && lm->bf16) (void)linear_forward_bf16(out, in, lm->bf16, b, N, d->bf16_scratch, d->bf16_pad);
     else linear_forward(out, in, w, b, N, IN, OUT);
 }
 
@@ -352,6 +358,11 @@ int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len
         pmt_model_encode(m, src, src_len, n_sent, S, lowp, d->enc_out);
     }
     cross_keys_values(d);
+    char why[256];
+    if (pmt_gemm_take_error(why, sizeof why) != 0) {
+        snprintf(err, errlen, "encoder: %s", why);
+        return -1;
+    }
     return 0;
 }
 
@@ -473,6 +484,11 @@ const float *pmt_decoder_step_live(pmt_decoder *d, const int32_t *tokens, const 
      * live-row order: row r's are at logit_slot[r]. */
     const float *rows = d->n_live == R ? d->ln : gather_live(d, d->ln, C);
     linear_rows(d, d->logits, rows, m->wte, NULL, d->n_live, C, m->V);
+    char why[256];
+    if (pmt_gemm_take_error(why, sizeof why) != 0) {
+        snprintf(d->error, sizeof d->error, "decoder step %d: %s", d->t, why);
+        return NULL;
+    }
     logsumexp_rows(d->lse, d->logits, d->n_live, m->V);
     d->t++;
     return d->logits;

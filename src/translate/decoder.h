@@ -22,7 +22,7 @@
  * Ownership: a pmt_decoder borrows its pmt_model (which must outlive it) and
  * owns every buffer it allocates in pmt_decoder_init, released by
  * pmt_decoder_free. Nothing allocates after init, but for an int8 matmul's
- * primitive of a row count it has not multiplied yet (built once, nn/gemm_lowp.h).
+ * primitive of a row count it has not multiplied yet (built once, nn/gemm.h).
  */
 #ifndef PROJMT_DECODER_H
 #define PROJMT_DECODER_H
@@ -32,7 +32,7 @@
 
 #include "core/config.h"
 #include "model/model.h"
-#include "nn/gemm_lowp.h"
+#include "nn/gemm.h"
 
 typedef struct pmt_decoder_layer {
     /* Self-attention cache, [rows, cap, C] each, physical row p's position
@@ -97,7 +97,7 @@ typedef struct pmt_decoder {
     float *cross_probs_out;
     /* Low-precision weights (m->decode_weights int8 or bf16): every matrix
      * the encoder and a step multiply by, once, as a packed int8 matmul with
-     * its row scales or as a bf16 matmul (nn/gemm_lowp.h), found by the
+     * its row scales or as a bf16 matmul (nn/gemm.h), found by the
      * address of its first row; and their activation scratch, for the
      * larger of a step's rows and an encoder pass's. */
     struct pmt_lowp_matrix *lowp;  /* [n_lowp] */
@@ -105,6 +105,7 @@ typedef struct pmt_decoder {
     pmt_int8_scratch q8_scratch;
     uint16_t *bf16_scratch;      /* [rows, max(C, F)] */
     void *bf16_pad;              /* the bf16 matmuls' scratchpad (the largest of theirs; NULL if none) */
+    char error[320];             /* why the last step returned NULL */
 } pmt_decoder;
 
 /* Allocates for up to max_sent sentences × max_beam rows with sources and
@@ -124,7 +125,8 @@ int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len
 
 /* Feeds one token per row at position d->t (BOS first) and returns the
  * next-token logits [rows, V] (d->logits; d->lse their log-normalisers;
- * all rows are live).
+ * all rows are live), or NULL when a product failed (d->error says why;
+ * the batch cannot go on, pmt_decoder_start begins another).
  * Caller guarantees d->t < d->cap. */
 const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens);
 
