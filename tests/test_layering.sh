@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # test_layering.sh — includes run one way down the layers of src/:
-#   cli → tools, serve → train → eval → translate → model → data, nn → core
+#   cli → tools, serve, api → train → eval → translate → model → data, nn → core
 # A file in src/X/ may include "Y/..." only when Y is X or a lower layer;
 # data and nn are siblings and include neither each other. Fails naming every
 # include that climbs back up.
 set -u
 cd "${PROJMT_SOURCE_DIR:-$(dirname "$0")/..}" || exit 1
-declare -A rank=([core]=0 [nn]=1 [data]=1 [model]=2 [translate]=3 [eval]=4 [train]=5 [tools]=6 [cli]=7 [serve]=6)
+declare -A rank=([core]=0 [nn]=1 [data]=1 [model]=2 [translate]=3 [eval]=4 [train]=5 [tools]=6 [cli]=7 [serve]=6 [api]=6)
 bad=0 checked=0
 while IFS= read -r line; do
   file=${line%%:*}

@@ -21,7 +21,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
-#include "serve/alignment.h"
+#include "translate/alignment.h"
 #include "serve/metrics.h"
 #include "translate/translator.h"
 

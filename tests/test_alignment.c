@@ -1,5 +1,5 @@
 /*
- * test_serve_alignment.c — the heatmap's weights (serve/alignment.h, via the
+ * test_alignment.c — the heatmap's weights (translate/alignment.h, via the
  * decoder's cross_probs_out hook) are the last decoder layer's
  * cross-attention of the teacher-forced pass (pmt_model_attention_weights)
  * on the same source and output, for standard and projection
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "data/vocab.h"
-#include "serve/alignment.h"
+#include "translate/alignment.h"
 #include "testutil.h"
 
 enum { V = 20, SRC = 5, TGT = 4, MAX_LEN = 10 };

@@ -2,7 +2,7 @@
  * alignment.c — see alignment.h: a forced decode of one hypothesis with the
  * decoder's cross-attention hook switched on.
  */
-#include "serve/alignment.h"
+#include "translate/alignment.h"
 
 #include <stdio.h>
 #include <stdlib.h>

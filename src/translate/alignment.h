@@ -14,8 +14,8 @@
  * Ownership: pmt_aligner borrows its model (which must outlive it) and owns
  * its decoder and buffers; pmt_alignment owns its arrays (pmt_alignment_free).
  */
-#ifndef PROJMT_SERVE_ALIGNMENT_H
-#define PROJMT_SERVE_ALIGNMENT_H
+#ifndef PROJMT_TRANSLATE_ALIGNMENT_H
+#define PROJMT_TRANSLATE_ALIGNMENT_H
 
 #include <stddef.h>
 #include <stdint.h>

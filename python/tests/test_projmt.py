@@ -1,0 +1,92 @@
+"""pytest tests of the Python package (python/projmt) over libprojmt, on the shipped model.
+
+Run: PYTHONPATH=python python3 -m pytest python/tests  (PROJMT_LIBRARY=path/to/libprojmt.so.0 to
+choose the library; by default the build/ of this checkout, then the system's)."""
+import os
+import threading
+
+import pytest
+
+import projmt
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+MODEL = os.path.join(ROOT, "models", "en-es.int8.pmt")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(MODEL), reason="no shipped model (models/en-es.int8.pmt)")
+
+
+@pytest.fixture(scope="module")
+def translator():
+    with projmt.Translator(MODEL, compute_type="auto", threads=1) as t:
+        yield t
+
+
+def test_translates_like_the_program(translator):
+    results = translator.translate_batch(["Where is the station?", "", "I like green tea."])
+    assert [r.hypotheses for r in results] == [["¿Dónde está la estación?"], [], ["Me gusta el té verde."]]
+    assert results[0].scores is None and results[0].attention is None
+
+
+def test_nbest_scores_and_attention(translator):
+    (r,) = translator.translate_batch(["Where is the station?"], beam_size=4, num_hypotheses=3, return_scores=True,
+                                      return_attention=True)
+    assert len(r.hypotheses) == 3 and r.hypotheses[0] == "¿Dónde está la estación?"
+    assert r.scores == sorted(r.scores, reverse=True) and r.scores[0] < 0
+    a = r.attention
+    assert a.source[-1] == "</s>" and a.target[-1] == "</s>"
+    assert len(a.weights) == len(a.target) and all(abs(sum(row) - 1) < 1e-4 for row in a.weights)
+
+
+def test_greedy_and_length(translator):
+    (r,) = translator.translate_batch(["Where is the station?"], beam_size=1, max_decoding_length=2)
+    assert len(r.hypotheses) == 1 and len(r.hypotheses[0]) < len("¿Dónde está la estación?")
+
+
+def test_compute_and_cpu(translator):
+    assert "compute type" in translator.compute and projmt.cpu_isa() in translator.compute
+    assert projmt.version() == "0.1.0"
+
+
+def test_bad_path_raises_file_not_found():
+    with pytest.raises(FileNotFoundError):
+        projmt.Translator("/nonexistent/model.pmt")
+
+
+def test_bad_model_raises_model_error(tmp_path):
+    bad = tmp_path / "bad.pmt"
+    bad.write_bytes(b"this is not a model\n")
+    with pytest.raises(projmt.ModelError, match="bad.pmt"):
+        projmt.Translator(str(bad))
+
+
+def test_bad_options(translator):
+    with pytest.raises(ValueError, match="compute_type"):
+        projmt.Translator(MODEL, compute_type="fp16")
+    with pytest.raises(ValueError, match="num_hypotheses"):
+        translator.translate_batch(["hello"], beam_size=2, num_hypotheses=3)
+    with pytest.raises(TypeError):
+        translator.translate_batch("a single string")
+
+
+def test_closed_translator():
+    t = projmt.Translator(MODEL, threads=1)
+    t.close()
+    with pytest.raises(projmt.ProjmtError, match="closed"):
+        t.translate_batch(["hello"])
+
+
+def test_threads_each_with_its_own_translator(translator):
+    lines = ["Where is the station?", "Tom is reading a book.", "It is raining."]
+    alone = [r.hypotheses for r in translator.translate_batch(lines)]
+    got = [None] * 3
+
+    def work(i):
+        with projmt.Translator(MODEL, threads=1) as t:
+            got[i] = [r.hypotheses for r in t.translate_batch(lines)]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert got == [alone] * 3

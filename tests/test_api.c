@@ -1,0 +1,127 @@
+/*
+ * test_api.c — the C API of include/projmt.h (libprojmt), on the shipped
+ * model: a translation as the program gives it; n-best lists with scores,
+ * best first; the alignment's pieces and rows (each a distribution); an
+ * empty line; option errors, a missing file and a damaged file reported
+ * through projmt_last_error with the right status and nothing leaked (the
+ * ASan pass runs this); several threads, each with its own translator,
+ * giving what one thread gives. SKIPs without the shipped model.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "projmt.h"
+#include "testutil.h"
+
+static char model_path[1024];
+static const char *const SENTENCES[] = {"Where is the station?", "", "I like green tea.", "Tom is reading a book."};
+enum { N_SENT = 4, THREADS = 3 };
+
+static void test_translate(projmt_translator *t) {
+    projmt_result *res = NULL;
+    CHECK_MSG(projmt_translate_batch(t, SENTENCES, N_SENT, NULL, &res) == PROJMT_OK, "%s", projmt_last_error());
+    if (!res) return;
+    CHECK(res[0].n_hypotheses == 1 && !strcmp(res[0].hypotheses[0], "¿Dónde está la estación?"));
+    CHECK_MSG(res[1].n_hypotheses == 0, "an empty line has no hypothesis");
+    CHECK(res[2].n_hypotheses == 1 && !strcmp(res[2].hypotheses[0], "Me gusta el té verde."));
+    CHECK(res[0].scores == NULL && res[0].alignment == NULL);
+    projmt_results_free(res, N_SENT);
+
+    projmt_translate_options opt = {.beam_size = 4, .num_hypotheses = 3, .return_scores = 1, .return_alignment = 1,
+                                    .length_penalty = 1.0};
+    CHECK_MSG(projmt_translate_batch(t, SENTENCES, N_SENT, &opt, &res) == PROJMT_OK, "%s", projmt_last_error());
+    if (!res) return;
+    CHECK(res[0].n_hypotheses == 3 && !strcmp(res[0].hypotheses[0], "¿Dónde está la estación?"));
+    CHECK(res[0].scores && res[0].scores[0] >= res[0].scores[1] && res[0].scores[1] >= res[0].scores[2]);
+    CHECK(res[0].scores && res[0].scores[0] < 0.0f);
+    const projmt_alignment *a = res[0].alignment;
+    CHECK(a != NULL && res[1].alignment == NULL);
+    if (a) {
+        CHECK(a->n_source > 2 && a->n_target > 2);
+        CHECK(!strcmp(a->source_pieces[a->n_source - 1], "</s>") && !strcmp(a->target_pieces[a->n_target - 1], "</s>"));
+        for (int r = 0; r < a->n_target; r++) {
+            double sum = 0;
+            for (int s = 0; s < a->n_source; s++) sum += a->weights[r * a->n_source + s];
+            CHECK_MSG(fabs(sum - 1.0) < 1e-4, "alignment row %d sums to %g", r, sum);
+        }
+    }
+    projmt_results_free(res, N_SENT);
+}
+
+static void test_errors(projmt_translator *t) {
+    projmt_result *res = (projmt_result *)1;
+    projmt_translate_options bad = {.beam_size = 2, .num_hypotheses = 3};
+    CHECK(projmt_translate_batch(t, SENTENCES, 1, &bad, &res) == PROJMT_ERROR_ARGUMENT && res == NULL);
+    CHECK_MSG(strstr(projmt_last_error(), "num_hypotheses") != NULL, "%s", projmt_last_error());
+    const char *with_null[] = {"fine", NULL};
+    CHECK(projmt_translate_batch(t, with_null, 2, NULL, &res) == PROJMT_ERROR_ARGUMENT);
+    CHECK(strstr(projmt_last_error(), "sentence 1 is NULL") != NULL);
+    CHECK(projmt_translate_batch(NULL, SENTENCES, 1, NULL, &res) == PROJMT_ERROR_ARGUMENT);
+    CHECK(projmt_translate_batch(t, SENTENCES, 0, NULL, &res) == PROJMT_OK && res != NULL);
+    projmt_results_free(res, 0);
+    projmt_results_free(NULL, 3);
+
+    CHECK(projmt_translator_new("/nonexistent/model.pmt", NULL) == NULL);
+    CHECK_MSG(strstr(projmt_last_error(), "/nonexistent/model.pmt") != NULL, "%s", projmt_last_error());
+    const char *dir = test_tmpdir("api");
+    char bad_path[1100];
+    snprintf(bad_path, sizeof bad_path, "%s/bad.pmt", dir);
+    CHECK(test_write_file(bad_path, "this is not a model\n") == 0);
+    CHECK(projmt_translator_new(bad_path, NULL) == NULL);
+    CHECK_MSG(strstr(projmt_last_error(), "bad.pmt") != NULL, "%s", projmt_last_error());
+    const projmt_load_options wrong = {"fp16", 0, 0};
+    CHECK(projmt_translator_new(model_path, &wrong) == NULL && strstr(projmt_last_error(), "fp16") != NULL);
+}
+
+/* Each thread its own translator, the same lines: what one thread got. */
+typedef struct {
+    char best[N_SENT][256];
+    int ok;
+} thread_out;
+
+static void *translate_thread(void *arg) {
+    thread_out *out = arg;
+    const projmt_load_options opt = {"auto", 1, 0};
+    projmt_translator *t = projmt_translator_new(model_path, &opt);
+    projmt_result *res = NULL;
+    out->ok = t && projmt_translate_batch(t, SENTENCES, N_SENT, NULL, &res) == PROJMT_OK;
+    for (int i = 0; out->ok && i < N_SENT; i++)
+        snprintf(out->best[i], sizeof out->best[i], "%s", res[i].n_hypotheses ? res[i].hypotheses[0] : "");
+    projmt_results_free(res, N_SENT);
+    projmt_translator_free(t);
+    return NULL;
+}
+
+static void test_threads(void) {
+    static thread_out alone, each[THREADS];
+    translate_thread(&alone);
+    CHECK(alone.ok);
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) CHECK(pthread_create(&th[i], NULL, translate_thread, &each[i]) == 0);
+    for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < THREADS; i++) {
+        CHECK_MSG(each[i].ok, "thread %d failed", i);
+        CHECK_MSG(!memcmp(each[i].best, alone.best, sizeof alone.best), "thread %d translated differently", i);
+    }
+}
+
+int main(void) {
+    snprintf(model_path, sizeof model_path, "%s/models/en-es.int8.pmt", test_source_dir());
+    FILE *f = fopen(model_path, "rb");
+    if (!f) test_skip("no shipped model (models/en-es.int8.pmt)");
+    fclose(f);
+    CHECK(projmt_api_version() == PROJMT_API_VERSION && !strcmp(projmt_version(), "0.1.0"));
+    CHECK(strlen(projmt_cpu_isa()) > 0);
+    projmt_translator *t = projmt_translator_new(model_path, NULL);
+    CHECK_MSG(t != NULL, "%s", projmt_last_error());
+    if (!t) return test_finish();
+    CHECK(strstr(projmt_translator_compute(t), "compute type") != NULL);
+    test_translate(t);
+    test_errors(t);
+    projmt_translator_free(t);
+    test_threads();
+    return test_finish();
+}
