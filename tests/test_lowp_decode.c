@@ -85,7 +85,11 @@ static void test_kernel(void) {
     pmt_int8_quantize_rows(wq, w_scale, w, OUT, IN);
     pmt_int8_dequantize_rows(wd, wq, w_scale, OUT, IN);
     pmt_int8_scratch s = {xq, x_scale, acc, acc_lo};
-    CHECK(linear_forward_int8(out, x, wq, w_scale, b, N, IN, OUT, &s) == 0);
+    char err[256];
+    pmt_int8_matmul *mm = pmt_int8_matmul_init(wq, IN, OUT, N, err, sizeof err);
+    CHECK_MSG(mm != NULL, "%s", err);
+    if (!mm) return;
+    CHECK(linear_forward_int8(out, x, mm, w_scale, b, N, &s) == 0);
     int within = 1;
     for (int n = 0; n < N; n++) {
         double amax = 0;
@@ -119,11 +123,16 @@ static void test_kernel(void) {
     /* Exact integers on this ISA, also where 16-bit pair sums would saturate. */
     fill_saturating(x, N * IN, w, OUT * IN, &r);
     pmt_int8_quantize_rows(wq, w_scale, w, OUT, IN);
+    pmt_int8_matmul_free(mm);
+    mm = pmt_int8_matmul_init(wq, IN, OUT, N, err, sizeof err);
+    CHECK_MSG(mm != NULL, "%s", err);
+    if (!mm) return;
     float want[N * OUT];
     exact_int8(want, x, wq, w_scale, b, N, IN, OUT);
-    CHECK(linear_forward_int8(out, x, wq, w_scale, b, N, IN, OUT, &s) == 0);
+    CHECK(linear_forward_int8(out, x, mm, w_scale, b, N, &s) == 0);
     CHECK_MSG(memcmp(want, out, sizeof out) == 0, "int8 one-call product is not the exact integer one on %s (%s)",
               pmt_cpu_isa_name(), pmt_int8_path_name());
+    pmt_int8_matmul_free(mm);
 }
 
 static void test_packed_int8(void) {
@@ -154,7 +163,7 @@ static void test_packed_int8(void) {
         for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
             const float *bias = k % 2 ? b : NULL;
             exact_int8(want, x, wq, w_scale, bias, rows[k], IN, OUT);
-            CHECK(linear_forward_int8(plain, x, wq, w_scale, bias, rows[k], IN, OUT, &s) == 0);
+            CHECK(linear_forward_int8(plain, x, mm, w_scale, bias, rows[k], &s) == 0);
             memset(packed, 0xff, sizeof packed);
             memset(acc2, 0x5a, sizeof acc2);
             CHECK(linear_forward_int8_packed(packed, x, mm, w_scale, bias, rows[k], &s2) == 0);

@@ -199,12 +199,6 @@ typedef struct pmt_int8_scratch {
     int32_t *acc, *acc_lo;
 } pmt_int8_scratch;
 
-/* out [N, OUT] = in [N, IN] · (w_scale ⊙ wq [OUT, IN])ᵀ + b [OUT] (b may be NULL),
- * in one call that packs wq each time: the reference of the packed form
- * below. 0, or -1 (out NaN, the message for pmt_gemm_take_error). */
-int linear_forward_int8(float *out, const float *in, const int8_t *wq, const float *w_scale, const float *b,
-                        int N, int IN, int OUT, const pmt_int8_scratch *scratch);
-
 /* The same product with the weights packed once into the layout of
  * oneDNN's int8 matmul: dnnl_gemm_s8s8s32 packs them on every call, which
  * is most of the work at a decoding step's few rows. oneDNN 2.6 only picks
@@ -221,12 +215,19 @@ typedef struct pmt_int8_matmul pmt_int8_matmul;
 /* Packs wq [OUT, IN] for products of up to max_rows rows. NULL with err. */
 pmt_int8_matmul *pmt_int8_matmul_init(const int8_t *wq, int IN, int OUT, int max_rows, char *err, size_t errlen);
 void pmt_int8_matmul_free(pmt_int8_matmul *mm);
+/* out [N, OUT] = in [N, IN] · (w_scale ⊙ wq [OUT, IN])ᵀ + b [OUT] (b may be
+ * NULL) for mm's wq, in one dnnl_gemm_s8s8s32 call (per weights part) that
+ * packs the weights each time: the reference of the packed form below, and
+ * its fallback. N <= max_rows; scratch as below. 0, or -1 (out NaN, the
+ * message for pmt_gemm_take_error). */
+int linear_forward_int8(float *out, const float *in, const pmt_int8_matmul *mm, const float *w_scale, const float *b,
+                        int N, const pmt_int8_scratch *scratch);
 /* Rows the scratch of linear_forward_int8_packed needs for N <= max_rows:
  * N rounded up to a multiple of 8 (xq, acc and acc_lo of that many rows). */
 int pmt_int8_matmul_rows(int N);
-/* As linear_forward_int8 with the packed weights of mm (w_scale, b as
- * there); scratch rows: pmt_int8_matmul_rows(max_rows). N above the
- * matmul's max_rows is an error. 0, or -1 as linear_forward_int8. */
+/* linear_forward_int8 with the packed weights of mm (w_scale, b as there);
+ * scratch rows: pmt_int8_matmul_rows(max_rows). N above the matmul's
+ * max_rows is an error. 0, or -1 as linear_forward_int8. */
 int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale,
                                const float *b, int N, const pmt_int8_scratch *scratch);
 

@@ -196,35 +196,6 @@ static int gemm_s8(int32_t *acc, const int8_t *xq, const int8_t *wq, int N, int 
                : -1;
 }
 
-/* acc (and acc_lo) of the one-call form over the plain weights, or their
- * split parts hi/lo when lo is given. */
-static int one_call_products(const pmt_int8_scratch *s, const int8_t *w, const int8_t *lo, int N, int IN, int OUT) {
-    if (gemm_s8(s->acc, s->xq, w, N, IN, OUT) != 0) return -1;
-    return lo ? gemm_s8(s->acc_lo, s->xq, lo, N, IN, OUT) : 0;
-}
-
-int linear_forward_int8(float *out, const float *in, const int8_t *wq, const float *w_scale, const float *b,
-                        int N, int IN, int OUT, const pmt_int8_scratch *s) {
-    if (N <= 0 || OUT <= 0) return 0;
-    ensure_setup();
-    if (hook_hits(PMT_LOWP_HOOK_FAIL, N) || (g_split && !s->acc_lo))
-        return product_failed(out, (size_t)N * OUT, g_split && !s->acc_lo ? "int8 (no acc_lo scratch)" : "int8", N,
-                              IN, OUT);
-    int8_t *hi = NULL, *lo = NULL;
-    if (g_split) {
-        hi = malloc((size_t)OUT * IN);
-        lo = malloc((size_t)OUT * IN);
-        if (hi && lo) split_weights(hi, lo, wq, (size_t)OUT * IN);
-    }
-    pmt_int8_quantize_rows(s->xq, s->x_scale, in, N, IN);
-    const int ok = (!g_split || (hi && lo)) && one_call_products(s, g_split ? hi : wq, lo, N, IN, OUT) == 0;
-    free(hi);
-    free(lo);
-    if (!ok) return product_failed(out, (size_t)N * OUT, "int8", N, IN, OUT);
-    rescale_rows(out, s->acc, g_split ? s->acc_lo : NULL, s->x_scale, w_scale, b, N, OUT);
-    return 0;
-}
-
 /* ------------------------------------------------------------------ */
 /* int8 with packed weights                                            */
 
@@ -395,6 +366,38 @@ void pmt_int8_matmul_free(pmt_int8_matmul *mm) {
     free(mm);
 }
 
+/* s->acc (and s->acc_lo, split weights) [N, OUT] = s->xq [N, IN] · mm's
+ * plain weights (or their parts), one dnnl_gemm_s8s8s32 call each. */
+static int one_call_products(const pmt_int8_matmul *mm, int N, const pmt_int8_scratch *s) {
+    if (gemm_s8(s->acc, s->xq, mm->plain[0], N, mm->IN, mm->OUT) != 0) return -1;
+    return mm->n_parts == 2 ? gemm_s8(s->acc_lo, s->xq, mm->plain[1], N, mm->IN, mm->OUT) : 0;
+}
+
+/* The checks every int8 product makes first: rows within the matmul's,
+ * the split form's second accumulator given, the test hook. 0, or -1 (out
+ * NaN, error recorded). */
+static int int8_product_ok(float *out, const pmt_int8_matmul *mm, int N, const pmt_int8_scratch *s) {
+    if (pmt_int8_matmul_rows(N) / INT8_ROW_STEP > mm->n_sizes) {
+        fill_nan(out, (size_t)N * mm->OUT);
+        pmt_gemm_record_error("int8 product of %d rows exceeds its matmul's %d rows", N, mm->n_sizes * INT8_ROW_STEP);
+        return -1;
+    }
+    if (mm->n_parts == 2 && !s->acc_lo)
+        return product_failed(out, (size_t)N * mm->OUT, "int8 (no acc_lo scratch)", N, mm->IN, mm->OUT);
+    if (hook_hits(PMT_LOWP_HOOK_FAIL, N)) return product_failed(out, (size_t)N * mm->OUT, "int8", N, mm->IN, mm->OUT);
+    return 0;
+}
+
+int linear_forward_int8(float *out, const float *in, const pmt_int8_matmul *mm, const float *w_scale, const float *b,
+                        int N, const pmt_int8_scratch *s) {
+    if (N <= 0) return 0;
+    if (int8_product_ok(out, mm, N, s) != 0) return -1;
+    pmt_int8_quantize_rows(s->xq, s->x_scale, in, N, mm->IN);
+    if (one_call_products(mm, N, s) != 0) return product_failed(out, (size_t)N * mm->OUT, "int8", N, mm->IN, mm->OUT);
+    rescale_rows(out, s->acc, mm->n_parts == 2 ? s->acc_lo : NULL, s->x_scale, w_scale, b, N, mm->OUT);
+    return 0;
+}
+
 /* acc_out [rows, OUT] = s->xq [rows, IN] · part p of the weights, by the slot's primitive. */
 static int run_packed(pmt_int8_matmul *mm, const int8_rows_slot *slot, int rows, int p, int32_t *acc_out,
                       const pmt_int8_scratch *s) {
@@ -418,13 +421,7 @@ int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm,
                                const float *b, int N, const pmt_int8_scratch *s) {
     if (N <= 0) return 0;
     const int rows = pmt_int8_matmul_rows(N);
-    if (rows / INT8_ROW_STEP > mm->n_sizes) {
-        fill_nan(out, (size_t)N * mm->OUT);
-        pmt_gemm_record_error("int8 product of %d rows exceeds its matmul's %d rows", N, mm->n_sizes * INT8_ROW_STEP);
-        return -1;
-    }
-    if (hook_hits(PMT_LOWP_HOOK_FAIL, N) || (mm->n_parts == 2 && !s->acc_lo))
-        return product_failed(out, (size_t)N * mm->OUT, "int8", N, mm->IN, mm->OUT);
+    if (int8_product_ok(out, mm, N, s) != 0) return -1;
     pmt_int8_quantize_rows(s->xq, s->x_scale, in, N, mm->IN);
     /* The padding rows multiply too: zeros, so nothing uninitialised is read. */
     memset(s->xq + (size_t)N * mm->IN, 0, (size_t)(rows - N) * mm->IN);
@@ -434,7 +431,7 @@ int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm,
     int rc;
     if (slot->one_call) {
         atomic_fetch_add(&g_fallbacks, 1);
-        rc = one_call_products(s, mm->plain[0], mm->n_parts == 2 ? mm->plain[1] : NULL, N, mm->IN, mm->OUT);
+        rc = one_call_products(mm, N, s);
     } else {
         rc = run_packed(mm, slot, rows, 0, s->acc, s);
         if (rc == 0 && acc_lo) rc = run_packed(mm, slot, rows, 1, acc_lo, s);
