@@ -31,6 +31,11 @@ I8=(--compute-type int8)
 "$PROJMT" translate --model "$TMP/m.int8" "${I8[@]}" --threads 1 --scores < "$TMP/in.txt" > "$TMP/want.txt" 2> /dev/null
 check "int8 file translates" test "$(wc -l < "$TMP/want.txt")" -eq 3
 
+PROJMT_VERBOSE=1 PROJMT_TEST_LOWP=no-packed:1 "$PROJMT" translate --model "$TMP/m.int8" --compute-type int8 \
+    --threads 1 < "$TMP/in.txt" > /dev/null 2> "$TMP/fallback.err"
+check "PROJMT_VERBOSE counts the products that fell back to the one-call GEMM" \
+    grep -q "^projmt translate: [1-9][0-9]* int8 products ran the one-call GEMM" "$TMP/fallback.err"
+
 # The exact fallbacks: the same integers, so the same text and scores.
 for hook in relayout:8 relayout:1 no-packed:8 no-packed:1; do
     PROJMT_TEST_LOWP=$hook "$PROJMT" translate --model "$TMP/m.int8" "${I8[@]}" --threads 1 --scores < "$TMP/in.txt" \

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/checkpoint.h"
+#include "nn/gemm.h"
 
 int cmd_parse_args(const char *name, int argc, char **argv, const char *const *extra, const char **extra_val,
                    void (*usage)(FILE *), pmt_config *cfg, int *dump) {
@@ -26,12 +27,23 @@ int cmd_parse_args(const char *name, int argc, char **argv, const char *const *e
     return CMD_CONTINUE;
 }
 
+static int verbose(void) {
+    const char *v = getenv("PROJMT_VERBOSE");
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
 void cmd_note_compute(const char *name, const struct pmt_model *m) {
     static int said;
-    const char *v = getenv("PROJMT_VERBOSE");
-    if (said || !v || !v[0] || !strcmp(v, "0")) return;
+    if (said || !verbose()) return;
     said = 1;
     char line[512];
     pmt_model_describe_compute(m, line, sizeof line);
     fprintf(stderr, "projmt %s: %s\n", name, line);
+}
+
+void cmd_note_fallbacks(const char *name) {
+    const long n = pmt_int8_fallback_count();
+    if (verbose() && n > 0)
+        fprintf(stderr, "projmt %s: %ld int8 products ran the one-call GEMM (oneDNN built no packed primitive for "
+                "their row count; the same results, slower)\n", name, n);
 }

@@ -208,6 +208,7 @@ static int translate_and_score(const eval_request *request, const pmt_config *cf
         status = score_lines((const char *const *)hyps, (const char *const *)refs->lines, src->n, request, &info);
     }
     pmt_eval_hyps_free(hyps, src->n);
+    cmd_note_fallbacks("eval");
     pmt_translator_free(&t);
     return status;
 }

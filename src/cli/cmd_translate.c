@@ -439,6 +439,7 @@ int cmd_translate(int argc, char **argv) {
     }
     int status = interactive ? run_prompt(&t) : run_stream(&t, in, out, batch, mode, &prog);
     print_summary(&t);
+    cmd_note_fallbacks("translate");
     pmt_translator_free(&t);
     if (in != STDIN_FILENO) close(in);
     if (out != stdout && fclose(out) != 0) {

@@ -37,5 +37,8 @@ int cmd_parse_args(const char *name, int argc, char **argv, const char *const *e
  * compute type int8 on avx2 (...)"), as CT2_VERBOSE does for CTranslate2. */
 struct pmt_model;
 void cmd_note_compute(const char *name, const struct pmt_model *m);
+/* With PROJMT_VERBOSE, at the end: how many int8 products fell back to the
+ * one-call GEMM (nothing when none did). */
+void cmd_note_fallbacks(const char *name);
 
 #endif
