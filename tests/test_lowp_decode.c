@@ -179,8 +179,13 @@ static void test_packed_int8(void) {
         const long ran = pmt_int8_fallback_count() - fallbacks;
         CHECK_MSG(hooks[h] == PMT_LOWP_HOOK_NO_PACKED ? ran == 4 : ran == 0, "fallback ran %ld times (hook %d)", ran,
                   (int)hooks[h]);
-        /* More rows than the matmul was made for: an error, not a write past the scratch. */
+        /* More rows than the matmul was made for: an error, not a write past
+         * the scratch or the output (sized for MAX_ROWS + 1 rows here). */
+        memset(packed, 0xff, sizeof packed);
         CHECK(linear_forward_int8_packed(packed, x, mm, w_scale, b, MAX_ROWS + 4, &s2) == -1);
+        uint32_t first;
+        memcpy(&first, packed, sizeof first);
+        CHECK(first == 0xffffffffu);
         CHECK(pmt_gemm_take_error(err, sizeof err) == -1 && strstr(err, "exceeds") != NULL);
         pmt_int8_matmul_free(mm);
     }

@@ -227,7 +227,8 @@ int linear_forward_int8(float *out, const float *in, const pmt_int8_matmul *mm, 
 int pmt_int8_matmul_rows(int N);
 /* linear_forward_int8 with the packed weights of mm (w_scale, b as there);
  * scratch rows: pmt_int8_matmul_rows(max_rows). N above the matmul's
- * max_rows is an error. 0, or -1 as linear_forward_int8. */
+ * max_rows is an error that leaves out untouched. 0, or -1 as
+ * linear_forward_int8. */
 int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale,
                                const float *b, int N, const pmt_int8_scratch *scratch);
 

@@ -158,9 +158,16 @@ static int product_failed(float *out, size_t n, const char *what, int rows, int 
 /* The process's one CPU engine (nn/gemm_internal.h), and one stream per
  * thread that executes: the decoder's lanes (translate/beam_search.c)
  * multiply concurrently, each with its own matmuls and scratchpad, and a
- * oneDNN stream is not meant to be shared between threads. */
+ * oneDNN stream is not meant to be shared between threads. A thread's
+ * stream is destroyed when the thread ends (a pthread key's destructor):
+ * threads of a program that embeds the library come and go. */
 static dnnl_engine_t cpu_engine;
-static _Thread_local dnnl_stream_t thread_stream;
+static pthread_key_t stream_key;
+static pthread_once_t stream_key_once = PTHREAD_ONCE_INIT;
+static int stream_key_ok;
+
+static void destroy_stream(void *stream) { dnnl_stream_destroy(stream); }
+static void make_stream_key(void) { stream_key_ok = pthread_key_create(&stream_key, destroy_stream) == 0; }
 
 static int ensure_engine(void) {
     dnnl_stream_t shared_stream;
@@ -168,9 +175,16 @@ static int ensure_engine(void) {
 }
 
 static dnnl_stream_t this_thread_stream(void) {
-    if (!thread_stream && dnnl_stream_create(&thread_stream, cpu_engine, dnnl_stream_default_flags) != dnnl_success)
-        thread_stream = NULL;
-    return thread_stream;
+    pthread_once(&stream_key_once, make_stream_key);
+    if (!stream_key_ok) return NULL;
+    dnnl_stream_t stream = pthread_getspecific(stream_key);
+    if (stream) return stream;
+    if (dnnl_stream_create(&stream, cpu_engine, dnnl_stream_default_flags) != dnnl_success) return NULL;
+    if (pthread_setspecific(stream_key, stream) != 0) {
+        dnnl_stream_destroy(stream);
+        return NULL;
+    }
+    return stream;
 }
 
 /* A memory object over ptr of dims [rows, cols] (row-major, or its transpose). */
@@ -375,10 +389,10 @@ static int one_call_products(const pmt_int8_matmul *mm, int N, const pmt_int8_sc
 
 /* The checks every int8 product makes first: rows within the matmul's,
  * the split form's second accumulator given, the test hook. 0, or -1 (out
- * NaN, error recorded). */
+ * NaN, error recorded; out untouched when N exceeds the matmul's rows: the
+ * caller's buffers may be sized for those only). */
 static int int8_product_ok(float *out, const pmt_int8_matmul *mm, int N, const pmt_int8_scratch *s) {
     if (pmt_int8_matmul_rows(N) / INT8_ROW_STEP > mm->n_sizes) {
-        fill_nan(out, (size_t)N * mm->OUT);
         pmt_gemm_record_error("int8 product of %d rows exceeds its matmul's %d rows", N, mm->n_sizes * INT8_ROW_STEP);
         return -1;
     }
