@@ -78,7 +78,8 @@ check "the Python example translates ($(head -c 200 "$tmp/py.err"))" test "$(cat
 if "$py" -c "import pytest" 2> /dev/null; then
   PYTHONPATH=$pydir PROJMT_LIBRARY=$libdir/libprojmt.so.0 "$py" -m pytest -q -p no:cacheprovider \
       "$src/python/tests" > "$tmp/pytest.log" 2>&1
-  check "pytest python/tests passes ($(tail -n 1 "$tmp/pytest.log"))" test $? -eq 0
+  rc=$?
+  check "pytest python/tests passes ($(tail -n 1 "$tmp/pytest.log"))" test "$rc" -eq 0
 else
   fail "pytest is not installed (scripts/setup.sh --all installs python3-pytest)"
 fi
