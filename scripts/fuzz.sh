@@ -4,7 +4,8 @@
 #
 #   bash scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
 #     SECONDS_PER_TARGET  default 60
-#     TARGET              checkpoint corpus config metrics prepare translate (default: all)
+#     TARGET              checkpoint corpus config metrics prepare translate request
+#                         model_file (default: all)
 #   FUZZ_MAX_LEN=N        longest input tried (default 1024 bytes; translate 256,
 #                         since its model reads at most 12 tokens a line)
 #
@@ -21,7 +22,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(checkpoint corpus config metrics prepare translate)
+[ ${#targets[@]} -gt 0 ] || targets=(checkpoint corpus config metrics prepare translate request model_file)
 case $seconds in ''|*[!0-9]*) echo "fuzz.sh: SECONDS_PER_TARGET must be a whole number, got '$seconds'" >&2; exit 2 ;; esac
 
 if ! command -v clang >/dev/null || ! command -v clang++ >/dev/null; then

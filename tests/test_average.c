@@ -2,8 +2,9 @@
  * test_average.c — checkpoint averaging and the moving average
  * (model/average.h, pmt_ema_update): the average of identical checkpoints
  * is the input bitwise; of two it is their element-wise mean; a checkpoint
- * with a moving average contributes that; another model's checkpoint is
- * refused; step-<N>.ckpt files are listed in step order; the EMA update
+ * with a moving average contributes that; another model's checkpoint
+ * (tensor table, or only its config: the kernel) is refused, and so is a
+ * mix of moving averages and raw weights; step-<N>.ckpt files are listed in step order; the EMA update
  * follows its formula, warm-up included.
  */
 #include <math.h>
@@ -17,13 +18,18 @@
 #include "train/optim.h"
 #include "train_fixture.h"
 
-static void make_model(pmt_model *m, int d_ff, uint64_t seed) {
+static void make_model_of(pmt_model *m, int kind, int kernel, int d_ff, uint64_t seed) {
     pmt_config cfg;
     char err[256];
-    fixture_config(&cfg, PMT_ATTN_STANDARD, "unused");
+    fixture_config(&cfg, kind, "unused");
+    cfg.proj_kernel = kernel;
     cfg.d_ff = d_ff;
     CHECK(pmt_model_init(m, &cfg, FIX_VOCAB, 64, 16, err, sizeof err) == 0);
     pmt_model_init_params(m, seed);
+}
+
+static void make_model(pmt_model *m, int d_ff, uint64_t seed) {
+    make_model_of(m, PMT_ATTN_STANDARD, PMT_KERNEL_GAUSSIAN, d_ff, seed);
 }
 
 static void save(const char *path, const pmt_model *m, const float *ema) {
@@ -39,10 +45,11 @@ static int load(const char *path, pmt_checkpoint *ck) {
 }
 
 static void test_average(const char *dir) {
-    char a[1100], b[1100], c[1100], other[1100], out[1100], err[512];
+    char a[1100], b[1100], c[1100], d[1100], other[1100], out[1100], err[1024];
     snprintf(a, sizeof a, "%s/a.ckpt", dir);
     snprintf(b, sizeof b, "%s/b.ckpt", dir);
     snprintf(c, sizeof c, "%s/c.ckpt", dir);
+    snprintf(d, sizeof d, "%s/d.ckpt", dir);
     snprintf(other, sizeof other, "%s/other.ckpt", dir);
     snprintf(out, sizeof out, "%s/avg.ckpt", dir);
     pmt_model ma, mb, mo;
@@ -52,8 +59,9 @@ static void test_average(const char *dir) {
     save(a, &ma, NULL);
     save(b, &mb, NULL);
     save(other, &mo, NULL);
-    /* c: b's parameters with a's as the moving average. */
+    /* c: b's parameters with a's as the moving average; d: a's with a's. */
     save(c, &mb, ma.params);
+    save(d, &ma, ma.params);
 
     const char *same[] = {a, a, a};
     CHECK_MSG(pmt_checkpoint_average(same, 3, out, err, sizeof err) == 0, "%s", err);
@@ -73,13 +81,17 @@ static void test_average(const char *dir) {
         CHECK_MSG(wrong == 0, "%zu averaged values differ from the mean", wrong);
         pmt_checkpoint_free(&ck);
     }
-    /* c contributes its moving average (a's values): the average of a and c is a. */
-    const char *with_ema[] = {a, c};
+    /* c contributes its moving average (a's values): the average of c and d is a. */
+    const char *with_ema[] = {c, d};
     CHECK_MSG(pmt_checkpoint_average(with_ema, 2, out, err, sizeof err) == 0, "%s", err);
     if (load(out, &ck) == 0) {
         CHECK(!memcmp(ck.params, ma.params, ma.n_params * sizeof(float)));
         pmt_checkpoint_free(&ck);
     }
+    /* A moving average and raw weights are different estimates: not mixed. */
+    const char *ema_and_raw[] = {a, c};
+    CHECK(pmt_checkpoint_average(ema_and_raw, 2, out, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "c.ckpt") && strstr(err, "mix moving averages with raw weights"), "message: %s", err);
     const char *mixed[] = {a, other};
     CHECK(pmt_checkpoint_average(mixed, 2, out, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "other.ckpt") && strstr(err, "another model"), "message: %s", err);
@@ -88,6 +100,26 @@ static void test_average(const char *dir) {
     pmt_model_free(&ma);
     pmt_model_free(&mb);
     pmt_model_free(&mo);
+}
+
+/* Same tensor table, another kernel: once averaged silently under the
+ * first file's config. */
+static void test_config_differs(const char *dir) {
+    char gauss[1100], epan[1100], out[1100], err[1024];
+    snprintf(gauss, sizeof gauss, "%s/gaussian.ckpt", dir);
+    snprintf(epan, sizeof epan, "%s/epanechnikov.ckpt", dir);
+    snprintf(out, sizeof out, "%s/avg-kernels.ckpt", dir);
+    pmt_model mg, me;
+    make_model_of(&mg, PMT_ATTN_PROJECTION, PMT_KERNEL_GAUSSIAN, 64, 1);
+    make_model_of(&me, PMT_ATTN_PROJECTION, PMT_KERNEL_EPANECHNIKOV, 64, 2);
+    CHECK(mg.n_params == me.n_params);
+    save(gauss, &mg, NULL);
+    save(epan, &me, NULL);
+    const char *kernels[] = {gauss, epan};
+    CHECK(pmt_checkpoint_average(kernels, 2, out, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "epanechnikov.ckpt") && strstr(err, "kernel = gaussian vs epanechnikov"), "message: %s", err);
+    pmt_model_free(&mg);
+    pmt_model_free(&me);
 }
 
 static void test_step_listing(const char *dir) {
@@ -139,5 +171,6 @@ int main(void) {
     test_ema_math();
     test_step_listing(steps);
     test_average(dir);
+    test_config_differs(dir);
     return test_finish();
 }

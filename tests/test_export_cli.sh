@@ -70,6 +70,13 @@ check "unknown compute type named" grep -q "fp16" "$TMP/ct.bad.txt"
 "$PROJMT" bench --decode --model "$TMP/m.ckpt" --compute-type int8 --sentences 3 --data-dir "$TMP/nodata" \
     > "$TMP/ct.bench.txt" 2>&1
 check "bench --decode takes --compute-type" test $? -eq 0
+check "bench --decode --compute-type int8 decodes with int8 weights ($(head -c 300 "$TMP/ct.bench.txt"))" \
+    grep -q "^decode .* (int8 weights): 3 synthetic sentences" "$TMP/ct.bench.txt"
+check "bench --decode: four timed runs, each a positive sentences/s" \
+    test "$(awk 'match($0, /[0-9.]+ sentences\/s/) && substr($0, RSTART) + 0 > 0 { n++ } END { print n + 0 }' "$TMP/ct.bench.txt")" -eq 4
+"$PROJMT" bench --decode --model "$TMP/m.ckpt" --sentences 3 --data-dir "$TMP/nodata" > "$TMP/ct.bench32.txt" 2>&1
+check "bench --decode of a checkpoint without --compute-type: fp32 weights" \
+    grep -q "^decode .* (fp32 weights):" "$TMP/ct.bench32.txt"
 
 "$PROJMT" export --model "$TMP/m.ckpt" --out "$TMP/x" --weights fp16 > /dev/null 2> "$TMP/bad.txt"
 check "unknown weight type exits 2" test $? -eq 2

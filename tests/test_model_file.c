@@ -262,7 +262,7 @@ static void test_corrupted(const char *dir) {
     CHECK(count > 10 && count < 200);
     memcpy(raw + count_at, &huge, 4);
     write_gz(bad, raw, n);
-    expect_refused(bad, "huge tensor count", "implausible");
+    expect_refused(bad, "huge tensor count", "claims 1000000 tensors, more than the file can hold");
     memcpy(raw + count_at, &count, 4);
     write_gz(bad, raw, n);
     pmt_checkpoint ck;
@@ -276,6 +276,45 @@ static void test_corrupted(const char *dir) {
     CHECK(f && fwrite(raw, 1, n / 2, f) == n / 2 && fclose(f) == 0);
     expect_refused(bad, "cut gzip", NULL);
     free(raw);
+}
+
+/* A table whose tensors need more bytes than the file can inflate to is
+ * refused before the weights are allocated. The count here (60 000 fp32
+ * values, 240 000 bytes) is below the ~100 000-byte budget of this small
+ * file in elements but not in bytes: comparing elements with the byte
+ * budget let the reader allocate the parameters and their scratch (six
+ * times the file's bound) and fail only when the stream ran out. */
+static void test_tensor_bytes_bounded(const char *dir) {
+    unsigned char file[512];
+    size_t n = 0;
+#define PUT(value) do { __typeof__(value) v_ = (value); memcpy(file + n, &v_, sizeof v_); n += sizeof v_; } while (0)
+    memcpy(file, "PMTMODEL", 8);
+    n = 8;
+    PUT((uint32_t)1);              /* version */
+    PUT((uint32_t)PMT_WEIGHTS_FP32);
+    PUT((uint32_t)0);              /* flags */
+    const char config[] = "[model]\nd_model = 4\n";
+    PUT((uint64_t)(sizeof config - 1));
+    memcpy(file + n, config, sizeof config - 1);
+    n += sizeof config - 1;
+    PUT((uint64_t)0);              /* no SentencePiece model */
+    PUT((int32_t)8);               /* vocabulary */
+    PUT((int32_t)1);               /* tensors */
+    memset(file + n, 0, PMT_TENSOR_NAME_BYTES);
+    memcpy(file + n, "tok_embedding", strlen("tok_embedding"));
+    n += PMT_TENSOR_NAME_BYTES;
+    PUT((int32_t)300);
+    PUT((int32_t)200);
+    PUT((uint64_t)0);
+    PUT((uint64_t)60000);
+    PUT((uint32_t)PMT_WEIGHTS_FP32);
+#undef PUT
+    char path[1100];
+    snprintf(path, sizeof path, "%s/claims-too-much.fp32", dir);
+    write_gz(path, file, n);
+    const uint64_t budget = pmt_gzstream_inflate_bound((uint64_t)file_size(path));
+    CHECK_MSG(budget > 60000 && budget < 60000 * sizeof(float), "budget %llu", (unsigned long long)budget);
+    expect_refused(path, "tensor bytes over the budget", "more than the file can hold");
 }
 
 static void test_names(void) {
@@ -296,5 +335,6 @@ int main(void) {
     test_int8();
     test_round_trip(dir);
     test_corrupted(dir);
+    test_tensor_bytes_bounded(dir);
     return test_finish();
 }

@@ -91,5 +91,9 @@ grep -qx "during-drain 503 close" "$TMP/steps.log" ||
     { echo "FAIL: a request on an open keep-alive connection during the drain was not refused with 503 and Connection: close"; fail=1; }
 grep -qx "held answered" "$TMP/steps.log" || { echo "FAIL: the request received before SIGTERM was not answered"; fail=1; }
 grep -q "stopped" "$TMP/drain.err" || { echo "FAIL: no 'stopped' line"; fail=1; }
+# Counted after the drain: the held request's sentence too (the count was
+# once read before the drain, racing the worker, and missed it).
+grep -q "stopped (2 sentences translated)" "$TMP/drain.err" ||
+    { echo "FAIL: the stop line does not count the sentence answered during the drain: $(grep stopped "$TMP/drain.err")"; fail=1; }
 [ $fail -eq 0 ] && echo "ok: SIGTERM drained the received request, refused the late one with 503, exited 0"
 exit $fail

@@ -27,7 +27,7 @@ typedef struct {
     size_t offset;
     size_t size;          /* for strings: buffer size */
     const char *dflt;     /* default, as text */
-    const char *group;    /* data | model | train | translate */
+    const char *group;    /* data | model | train | translate | serve */
     const char *help;
 } field;
 
@@ -104,6 +104,15 @@ static const field fields[] = {
     F("max_length_const", T_INT, max_length_const, "10", "translate", "output limit constant"),
     F("compute_type", T_COMPUTE, compute_type, "auto", "translate",
       "weights decoding multiplies by: auto (the file's own where this CPU runs it fast, else fp32) | fp32 | bf16 | int8 (converted at load, as export stores them)"),
+
+    F("drain_timeout", T_INT, drain_timeout, "30", "serve",
+      "seconds a stop (SIGTERM/SIGINT) waits for the requests in flight before closing their connections"),
+    F("request_timeout", T_INT, request_timeout, "60", "serve",
+      "seconds from a request's headers to its answer; a client still sending its body then gets 408"),
+    F("max_connections_per_ip", T_INT, max_connections_per_ip, "16", "serve",
+      "connections one client address may hold at once (further ones are closed at accept)"),
+    F("api_key_file", T_PATH, api_key_file, "", "serve",
+      "file whose first line is the API key (or set PROJMT_API_KEY): unlike --api-key, not shown by ps"),
 };
 enum { N_FIELDS = sizeof fields / sizeof fields[0] };
 

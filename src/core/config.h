@@ -109,6 +109,12 @@ typedef struct pmt_config {
     double max_length_factor;       /* output limit = factor * source length + max_length_const */
     int max_length_const;
     int compute_type;               /* pmt_compute_type of decoding */
+
+    /* ---- serve (`projmt serve`; its other options are the command's own) ---- */
+    int drain_timeout;              /* seconds SIGTERM waits for requests in flight */
+    int request_timeout;            /* seconds from a request's headers to its answer */
+    int max_connections_per_ip;     /* connections one client address may hold */
+    char api_key_file[PMT_PATH_MAX];/* first line is the API key ("" = none) */
 } pmt_config;
 
 /* Fills every field with its default. */

@@ -74,6 +74,60 @@ static int same_table(const pmt_checkpoint *a, const pmt_checkpoint *b) {
     return 1;
 }
 
+/* The first [model] setting in which a and b differ, as "kernel: gaussian
+ * vs epanechnikov" in diff; 1 when they agree. Dropout and label smoothing
+ * may differ: they shape training only, not what the weights compute. */
+static int same_model_config(const pmt_checkpoint *a, const pmt_checkpoint *b, char *diff, size_t len) {
+    char *text_a = pmt_config_to_string(&a->cfg), *text_b = pmt_config_to_string(&b->cfg);
+    int same = text_a && text_b;
+    snprintf(diff, len, "%s", same ? "" : "out of memory comparing the configs");
+    char *save_a = NULL, *save_b = NULL;
+    int in_model = 0;
+    /* Both texts list the same keys in the same order (one config table). */
+    for (char *la = same ? strtok_r(text_a, "\n", &save_a) : NULL, *lb = same ? strtok_r(text_b, "\n", &save_b) : NULL;
+         la && lb && same; la = strtok_r(NULL, "\n", &save_a), lb = strtok_r(NULL, "\n", &save_b)) {
+        if (la[0] == '[') { in_model = !strcmp(la, "[model]"); continue; }
+        if (!in_model || !strncmp(la, "dropout =", 9) || !strncmp(la, "label_smoothing =", 17) || !strcmp(la, lb))
+            continue;
+        const char *eq = strstr(lb, " = ");
+        snprintf(diff, len, "%s vs%s", la, eq ? eq + 2 : lb);
+        same = 0;
+    }
+    free(text_a);
+    free(text_b);
+    return same;
+}
+
+/* What may keep two files from being averaged, in err: another model
+ * (table, config, tokenizer), or moving averages mixed with raw weights. */
+static int compatible(const pmt_checkpoint *first, const pmt_checkpoint *ck, const char *first_path,
+                      const char *path, char *err, size_t errlen) {
+    char diff[PMT_PATH_MAX + 64];
+    if (!same_table(first, ck)) {
+        snprintf(err, errlen, "'%s' holds another model than '%s' (tensor table differs); average checkpoints "
+                 "of one training run", path, first_path);
+        return 0;
+    }
+    if (!same_model_config(first, ck, diff, sizeof diff)) {
+        snprintf(err, errlen, "'%s' holds another model than '%s' (config differs: %s); average checkpoints of "
+                 "one training run", path, first_path, diff);
+        return 0;
+    }
+    if (first->spm_size != ck->spm_size || memcmp(first->spm, ck->spm, ck->spm_size)) {
+        snprintf(err, errlen, "'%s' holds another model than '%s' (its SentencePiece model differs); average "
+                 "checkpoints of one training run", path, first_path);
+        return 0;
+    }
+    if (first->params_are_ema != ck->params_are_ema) {
+        snprintf(err, errlen, "'%s' gives its %s and '%s' its %s: averaging would mix moving averages with raw "
+                 "weights; average files that all have a moving average (--ema) or none",
+                 first_path, first->params_are_ema ? "moving average" : "raw weights (no moving average)", path,
+                 ck->params_are_ema ? "moving average" : "raw weights (no moving average)");
+        return 0;
+    }
+    return 1;
+}
+
 /* Loads the first file into *first, the others one by one, summing their
  * inference weights into sum. */
 static int accumulate(const char *const *paths, int n, pmt_checkpoint *first, double **sum, char *err,
@@ -90,15 +144,11 @@ static int accumulate(const char *const *paths, int n, pmt_checkpoint *first, do
         pmt_checkpoint ck;
         if (pmt_checkpoint_load(&ck, paths[k], err, errlen) != 0) return -1;
         pmt_checkpoint_use_ema(&ck);
-        int same = same_table(first, &ck);
+        const int same = compatible(first, &ck, paths[0], paths[k], err, errlen);
         if (same)
             for (size_t i = 0; i < ck.n_params; i++) (*sum)[i] += ck.params[i];
         pmt_checkpoint_free(&ck);
-        if (!same) {
-            snprintf(err, errlen, "'%s' holds another model than '%s' (tensor table differs); average checkpoints "
-                     "of one training run", paths[k], paths[0]);
-            return -1;
-        }
+        if (!same) return -1;
     }
     return 0;
 }

@@ -6,7 +6,10 @@
  *
  * What is averaged: each checkpoint's inference weights, i.e. its
  * exponential moving average when it has one (pmt_checkpoint_use_ema), else
- * its parameters; element-wise in double. The result is a checkpoint with
+ * its parameters; element-wise in double. The files must hold one model:
+ * the same tensor table, [model] config (dropout and label smoothing
+ * aside) and SentencePiece model; and either all give moving averages or
+ * none (a mix of the two is refused: they are different estimates). The result is a checkpoint with
  * those parameters, the first file's config and SentencePiece model, and no
  * optimizer or training state (it translates, exports and evaluates; it
  * does not resume).
@@ -29,8 +32,9 @@ void pmt_step_checkpoint_path(char *buf, size_t len, const char *dir, int64_t st
 int pmt_step_checkpoints(const char *dir, int64_t **steps, int *n, char *err, size_t errlen);
 
 /* Averages the n >= 1 checkpoints (or exported files) in paths into out
- * (atomic). They must share the tensor table. 0, or -1 with err naming the
- * file that failed or differs. */
+ * (atomic). They must hold one model, all with or all without moving
+ * averages (above). 0, or -1 with err naming the file that failed or
+ * differs, and how. */
 int pmt_checkpoint_average(const char *const *paths, int n, const char *out, char *err, size_t errlen);
 
 #endif

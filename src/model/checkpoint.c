@@ -2,7 +2,8 @@
  * checkpoint.c — see checkpoint.h for the format. Writing and reading go
  * through a sink/source pair over the checksummed gzip stream of
  * core/gzstream.h that remembers the first failure, so each field is one
- * call and errors are checked once.
+ * call and errors are checked once; the records both stored formats share
+ * (blobs, the tensor table, the trailer, the limits) are model/record.h's.
  */
 #include "model/checkpoint.h"
 
@@ -15,18 +16,12 @@
 
 #include "core/gzstream.h"
 #include "model/model_file.h"
+#include "model/record.h"
 #include "nn/gemm.h"
 
 static const char MAGIC[8] = {'P', 'M', 'T', 'C', 'K', 'P', 'T', '\0'};
 enum { FLAG_OPTIM = 1, FLAG_STATE = 2, FLAG_EMA = 4 };
-/* Bounds that no real checkpoint reaches: a length beyond them means damage. */
-#define MAX_CONFIG_BYTES (1u << 20)
-#define MAX_SPM_BYTES (1u << 28)
-#define MAX_TENSORS (1 << 20)
-#define MAX_PARAMS ((uint64_t)1 << 34)
-#define MAX_STATE_FIELDS 256u
-/* Bytes per tensor-table entry: name, rows, cols, offset, size. */
-#define TENSOR_ENTRY_BYTES (PMT_TENSOR_NAME_BYTES + 4 + 4 + 8 + 8)
+#define MAX_STATE_FIELDS 256u   /* no real checkpoint has more: beyond it means damage */
 enum { STATE_NAME_BYTES = 32, STATE_FIELDS_V1 = 17 };
 
 /* The training state by name. Every field is 8 bytes and stored as its
@@ -48,20 +43,10 @@ _Static_assert(sizeof(pmt_tensor) >= PMT_TENSOR_NAME_BYTES, "tensor names fit th
 /* ------------------------------------------------------------------ */
 /* writing                                                             */
 
-void pmt_checkpoint_put_tensor_entry(struct pmt_gzsink *s, const pmt_tensor *t) {
-    char name[PMT_TENSOR_NAME_BYTES] = {0};
-    snprintf(name, sizeof name, "%s", t->name);
-    pmt_gzsink_put(s, name, sizeof name);
-    pmt_gzsink_i32(s, t->rows);
-    pmt_gzsink_i32(s, t->cols);
-    pmt_gzsink_u64(s, t->offset);
-    pmt_gzsink_u64(s, t->size);
-}
-
 static void put_tensor_table(pmt_gzsink *s, const pmt_model *m) {
     pmt_gzsink_i32(s, m->V);
     pmt_gzsink_i32(s, m->n_tensors);
-    for (int i = 0; i < m->n_tensors; i++) pmt_checkpoint_put_tensor_entry(s, &m->tensors[i]);
+    for (int i = 0; i < m->n_tensors; i++) pmt_record_put_tensor_entry(s, &m->tensors[i]);
 }
 
 static void put_payload(pmt_gzsink *s, const pmt_model *m, const char *config, const void *spm, size_t spm_size,
@@ -135,134 +120,54 @@ int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, s
 /* ------------------------------------------------------------------ */
 /* reading                                                             */
 
+/* A checkpoint's reader: the shared record source over its own stream. */
 typedef struct {
     pmt_gzstream gz;
-    const char *path;
-    char *err;
-    size_t errlen;
-    int failed;
-    uint64_t budget;             /* most bytes the file can inflate to */
+    pmt_record_source rec;
 } source;
 
-/* A read of `what` came up short: the file ends early or does not inflate. */
-static int read_failed(source *s, const char *what) {
-    snprintf(s->err, s->errlen, "checkpoint '%s' is truncated or corrupted (reading %s: %s)", s->path, what,
-             pmt_gzstream_reason(&s->gz));
-    s->failed = 1;
-    return -1;
-}
-
-static int get(source *s, void *p, size_t n, const char *what) {
-    if (s->failed) return -1;
-    return pmt_gzstream_read(&s->gz, p, n) == 0 ? 0 : read_failed(s, what);
-}
-
-static int fail(source *s, const char *fmt, const char *detail) {
-    if (!s->failed) {
-        char what[256];
-        snprintf(what, sizeof what, fmt, detail);
-        snprintf(s->err, s->errlen, "checkpoint '%s' is corrupted: %s", s->path, what);
-    }
-    s->failed = 1;
-    return -1;
-}
-
-/* A count read from the file, checked before anything is sized by it:
- * count items of unit bytes must fit in what the file can inflate to. */
-static int claim(source *s, uint64_t count, uint64_t unit, const char *what) {
-    if (s->failed) return -1;
-    if (count <= s->budget / unit) return 0;
-    snprintf(s->err, s->errlen, "checkpoint '%s' is corrupted: its header claims %llu %s, more than the file can "
-             "hold", s->path, (unsigned long long)count, what);
-    s->failed = 1;
-    return -1;
-}
+static int get(source *s, void *p, size_t n, const char *what) { return pmt_record_get(&s->rec, p, n, what); }
 
 static int get_header(source *s, uint32_t *flags, uint32_t *version_out) {
     char magic[sizeof MAGIC];
     uint32_t version;
+    pmt_record_source *r = &s->rec;
     if (get(s, magic, sizeof magic, "magic") != 0) return -1;
     if (memcmp(magic, PMT_MODEL_FILE_MAGIC, sizeof magic) == 0) return 1;
     if (memcmp(magic, MAGIC, sizeof MAGIC) != 0) {
-        snprintf(s->err, s->errlen, "'%s' is not a projmt checkpoint or exported model (bad magic number)", s->path);
-        s->failed = 1;
+        snprintf(r->err, r->errlen, "'%s' is not a projmt checkpoint or exported model (bad magic number)", r->path);
+        r->failed = 1;
         return -1;
     }
     if (get(s, &version, sizeof version, "version") != 0) return -1;
     if (version < 1 || version > PMT_CHECKPOINT_VERSION) {
-        snprintf(s->err, s->errlen,
+        snprintf(r->err, r->errlen,
                  "checkpoint '%s' has format version %u, but this projmt reads versions 1 to %d "
-                 "(use the projmt that wrote it, or retrain)", s->path, version, PMT_CHECKPOINT_VERSION);
-        s->failed = 1;
+                 "(use the projmt that wrote it, or retrain)", r->path, version, PMT_CHECKPOINT_VERSION);
+        r->failed = 1;
         return -1;
     }
     *version_out = version;
     if (get(s, flags, sizeof *flags, "flags") != 0) return -1;
-    if (*flags & ~(uint32_t)(FLAG_OPTIM | FLAG_STATE | FLAG_EMA)) return fail(s, "%s", "unknown flags");
-    return 0;
-}
-
-/* A length-prefixed blob, bounded; text gets a terminating NUL. */
-static int get_blob(source *s, void **out, size_t *size, uint64_t limit, const char *what) {
-    uint64_t n;
-    if (get(s, &n, sizeof n, what) != 0) return -1;
-    if (n > limit) return fail(s, "implausible length of %s", what);
-    if (claim(s, n, 1, what) != 0) return -1;
-    *out = malloc((size_t)n + 1);
-    if (!*out) return fail(s, "no memory for %s", what);
-    ((char *)*out)[n] = '\0';
-    *size = (size_t)n;
-    return get(s, *out, (size_t)n, what);
-}
-
-static int get_tensor_table(source *s, pmt_checkpoint *ck) {
-    int32_t v, n;
-    if (get(s, &v, sizeof v, "vocab size") != 0 || get(s, &n, sizeof n, "tensor count") != 0) return -1;
-    if (v < 4 || n < 1 || n > MAX_TENSORS) return fail(s, "%s", "implausible vocabulary size or tensor count");
-    if (claim(s, (uint64_t)n, TENSOR_ENTRY_BYTES, "tensors") != 0) return -1;
-    ck->vocab_size = v;
-    ck->tensors = calloc((size_t)n, sizeof *ck->tensors);
-    if (!ck->tensors) return fail(s, "%s", "no memory for the tensor table");
-    ck->n_tensors = n;
-    for (int i = 0; i < n; i++) {
-        pmt_tensor *t = &ck->tensors[i];
-        char name[PMT_TENSOR_NAME_BYTES];
-        int32_t rows, cols;
-        uint64_t offset, size;
-        if (get(s, name, sizeof name, "tensor table") != 0 || get(s, &rows, sizeof rows, "tensor table") != 0 ||
-            get(s, &cols, sizeof cols, "tensor table") != 0 || get(s, &offset, sizeof offset, "tensor table") != 0 ||
-            get(s, &size, sizeof size, "tensor table") != 0)
-            return -1;
-        name[PMT_TENSOR_NAME_BYTES - 1] = '\0';
-        snprintf(t->name, sizeof t->name, "%s", name);
-        t->rows = rows;
-        t->cols = cols;
-        t->offset = (size_t)offset;
-        t->size = (size_t)size;
-        /* Tensors follow each other without overlap (the layout may pad). */
-        uint64_t prev_end = i ? (uint64_t)ck->tensors[i - 1].offset + ck->tensors[i - 1].size : 0;
-        if (rows < 1 || cols < 1 || size != (uint64_t)rows * (uint64_t)cols || offset > MAX_PARAMS ||
-            offset < prev_end)
-            return fail(s, "bad shape or offset of tensor '%s'", t->name);
-    }
+    if (*flags & ~(uint32_t)(FLAG_OPTIM | FLAG_STATE | FLAG_EMA)) return pmt_record_corrupt(r, "unknown flags");
     return 0;
 }
 
 static int get_floats(source *s, float **out, size_t n, const char *what) {
     *out = malloc((n ? n : 1) * sizeof(float));
-    if (!*out) return fail(s, "no memory for %s", what);
+    if (!*out) return pmt_record_corrupt(&s->rec, "no memory for %s", what);
     return get(s, *out, n * sizeof(float), what);
 }
 
 static int get_params(source *s, pmt_checkpoint *ck, uint32_t flags) {
     uint64_t n;
     if (get(s, &n, sizeof n, "parameter count") != 0) return -1;
-    if (n > MAX_PARAMS) return fail(s, "%s", "implausible parameter count");
+    if (n > PMT_RECORD_MAX_PARAMS) return pmt_record_corrupt(&s->rec, "implausible parameter count");
     /* parameters, Adam's two moments and the moving average when present */
     const uint64_t copies = 1 + ((flags & FLAG_OPTIM) ? 2 : 0) + ((flags & FLAG_EMA) ? 1 : 0);
-    if (claim(s, n, sizeof(float) * copies, "parameters") != 0) return -1;
+    if (pmt_record_claim(&s->rec, n, sizeof(float) * copies, "parameters") != 0) return -1;
     const pmt_tensor *last = &ck->tensors[ck->n_tensors - 1];
-    if (last->offset + last->size != n) return fail(s, "%s", "tensor table does not cover the parameters");
+    if (last->offset + last->size != n) return pmt_record_corrupt(&s->rec, "tensor table does not cover the parameters");
     ck->n_params = (size_t)n;
     return get_floats(s, &ck->params, ck->n_params, "parameters");
 }
@@ -282,7 +187,7 @@ static int get_optim(source *s, pmt_checkpoint *ck) {
 static int get_state_v1(source *s, pmt_checkpoint *ck) {
     uint32_t size;
     if (get(s, &size, sizeof size, "training state") != 0) return -1;
-    if (size != STATE_FIELDS_V1 * 8) return fail(s, "%s", "training state has an unexpected size");
+    if (size != STATE_FIELDS_V1 * 8) return pmt_record_corrupt(&s->rec, "training state has an unexpected size");
     for (int i = 0; i < STATE_FIELDS_V1; i++)
         if (get(s, (char *)&ck->state + state_fields[i].offset, 8, "training state") != 0) return -1;
     return 0;
@@ -302,7 +207,7 @@ static void note_ignored(pmt_checkpoint *ck, const char *name) {
 static int get_state_v2(source *s, pmt_checkpoint *ck) {
     uint32_t n;
     if (get(s, &n, sizeof n, "training state") != 0) return -1;
-    if (n > MAX_STATE_FIELDS) return fail(s, "%s", "implausible number of training state fields");
+    if (n > MAX_STATE_FIELDS) return pmt_record_corrupt(&s->rec, "implausible number of training state fields");
     for (uint32_t k = 0; k < n; k++) {
         char name[STATE_NAME_BYTES];
         unsigned char value[8];
@@ -326,40 +231,29 @@ static int get_state(source *s, pmt_checkpoint *ck) {
     return 0;
 }
 
-/* The stored CRC must match, and the stream must end right after it. */
-static int get_trailer(source *s) {
-    int crc = pmt_gzstream_check_crc(&s->gz);
-    if (crc < 0) return read_failed(s, "checksum");
-    if (crc > 0) return fail(s, "%s", "checksum mismatch");
-    int end = pmt_gzstream_at_end(&s->gz);
-    if (end != 1) return fail(s, "%s", end == 0 ? "trailing data" : pmt_gzstream_reason(&s->gz));
-    return 0;
-}
-
 static int read_checkpoint(source *s, pmt_checkpoint *ck) {
     uint32_t flags;
-    void *config = NULL, *spm = NULL;
-    size_t config_len, spm_len;
+    char *spm = NULL;
+    size_t config_len;
+    pmt_record_source *r = &s->rec;
     int kind = get_header(s, &flags, &ck->version);
-    if (kind == 1) return pmt_model_file_read(&s->gz, s->path, s->budget, ck, s->err, s->errlen);
+    if (kind == 1) return pmt_model_file_read(&s->gz, r->path, r->budget, ck, r->err, r->errlen);
     if (kind != 0) return -1;
-    if (get_blob(s, &config, &config_len, MAX_CONFIG_BYTES, "config") != 0) { free(config); return -1; }
-    ck->config_text = config;
-    if (get_blob(s, &spm, &spm_len, MAX_SPM_BYTES, "SentencePiece model") != 0) { free(spm); return -1; }
-    ck->spm = spm;
-    ck->spm_size = spm_len;
-    if (get_tensor_table(s, ck) != 0 || get_params(s, ck, flags) != 0) return -1;
+    const int blobs = pmt_record_get_blob(r, &ck->config_text, &config_len, PMT_RECORD_MAX_CONFIG_BYTES, "config") == 0 &&
+                      pmt_record_get_blob(r, &spm, &ck->spm_size, PMT_RECORD_MAX_SPM_BYTES, "SentencePiece model") == 0;
+    ck->spm = (uint8_t *)spm;
+    if (!blobs || pmt_record_get_tensor_table(r, ck, NULL) != 0 || get_params(s, ck, flags) != 0) return -1;
     if ((flags & FLAG_OPTIM) && get_optim(s, ck) != 0) return -1;
     if ((flags & FLAG_STATE) && get_state(s, ck) != 0) return -1;
     if (flags & FLAG_EMA) {
         if (get_floats(s, &ck->ema, ck->n_params, "moving average") != 0) return -1;
         ck->has_ema = 1;
     }
-    if (get_trailer(s) != 0) return -1;
+    if (pmt_record_get_trailer(r) != 0) return -1;
     char inner[200], keys[sizeof ck->ignored];
     pmt_config_defaults(&ck->cfg);
     if (pmt_config_load_stored(&ck->cfg, ck->config_text, keys, sizeof keys, inner, sizeof inner) != 0)
-        return fail(s, "%s", inner);
+        return pmt_record_corrupt(r, "%s", inner);
     if (keys[0]) {   /* config keys first, then the state fields noted while reading */
         char fields[sizeof ck->ignored];
         snprintf(fields, sizeof fields, "%s", ck->ignored);
@@ -369,7 +263,7 @@ static int read_checkpoint(source *s, pmt_checkpoint *ck) {
     }
     if (ck->ignored[0])
         fprintf(stderr, "projmt: warning: checkpoint '%s' was written by a newer projmt; ignoring what this "
-                "build does not know: %s\n", s->path, ck->ignored);
+                "build does not know: %s\n", r->path, ck->ignored);
     return 0;
 }
 
@@ -381,25 +275,26 @@ static int fuse_legacy_qkv(source *s, pmt_checkpoint *ck) {
     char inner[240];
     float *const arrays[] = {ck->params, ck->adam_m, ck->adam_v, ck->ema};
     if (pmt_model_fuse_legacy_qkv(ck->tensors, &ck->n_tensors, arrays, 4, inner, sizeof inner) < 0)
-        return fail(s, "%s", inner);
+        return pmt_record_corrupt(&s->rec, "%s", inner);
     return 0;
 }
 
 int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t errlen) {
     memset(ck, 0, sizeof *ck);
-    source s = {.path = path, .err = err, .errlen = errlen};
+    source s = {.rec = {.kind = "checkpoint", .path = path, .err = err, .errlen = errlen}};
+    s.rec.gz = &s.gz;
     struct stat st;
     if (stat(path, &st) != 0) {
         snprintf(err, errlen, "cannot open checkpoint '%s': %s", path, strerror(errno));
         return -1;
     }
-    s.budget = pmt_gzstream_inflate_bound((uint64_t)st.st_size);
+    s.rec.budget = pmt_gzstream_inflate_bound((uint64_t)st.st_size);
     if (pmt_gzstream_open_read(&s.gz, path) != 0) {
         snprintf(err, errlen, "cannot open checkpoint '%s': %s", path, errno ? strerror(errno) : "out of memory");
         return -1;
     }
     int rc = read_checkpoint(&s, ck);
-    if (pmt_gzstream_close(&s.gz) != 0 && rc == 0) rc = fail(&s, "%s", "error closing the file");
+    if (pmt_gzstream_close(&s.gz) != 0 && rc == 0) rc = pmt_record_corrupt(&s.rec, "error closing the file");
     if (rc == 0) rc = fuse_legacy_qkv(&s, ck);
     if (rc != 0) pmt_checkpoint_free(ck);
     return rc;

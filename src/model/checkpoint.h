@@ -120,11 +120,10 @@ int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, s
 int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t errlen);
 void pmt_checkpoint_free(pmt_checkpoint *ck);
 /* The tensor-table entry the stored formats share (checkpoints and
- * exported model files, model_file.h): the name in a zero-padded field of
- * PMT_TENSOR_NAME_BYTES, rows and cols (int32), offset and size (uint64). */
+ * exported model files, model_file.h; read and written by model/record.h):
+ * the name in a zero-padded field of PMT_TENSOR_NAME_BYTES, rows and cols
+ * (int32), offset and size (uint64). */
 enum { PMT_TENSOR_NAME_BYTES = 64 };
-struct pmt_gzsink;   /* core/gzstream.h (not included here: zlib.h brings limits.h's names) */
-void pmt_checkpoint_put_tensor_entry(struct pmt_gzsink *s, const pmt_tensor *t);
 
 /* The weights to translate with: when ck holds a moving average (--ema),
  * it becomes ck->params (the raw parameters move to ck->ema) and

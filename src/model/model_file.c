@@ -1,7 +1,9 @@
 /*
  * model_file.c — see model_file.h for the format. Like checkpoint.c, writing
  * and reading go through a stream that remembers its first failure, so each
- * field is one call and errors are checked once.
+ * field is one call and errors are checked once; the records both stored
+ * formats share (blobs, the tensor table, the trailer, the limits) are
+ * model/record.h's.
  */
 #include "model/model_file.h"
 
@@ -11,13 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/record.h"
 
 enum { FLAG_EMA = 1 };
-/* Bounds that no real model reaches: a length beyond them means damage. */
-#define MAX_CONFIG_BYTES (1u << 20)
-#define MAX_SPM_BYTES (1u << 28)
-#define MAX_TENSORS (1 << 20)
-#define MAX_PARAMS ((uint64_t)1 << 34)
 
 _Static_assert(sizeof PMT_MODEL_FILE_MAGIC == 9, "the magic is 8 bytes");
 
@@ -116,7 +114,7 @@ static void put_payload(pmt_gzsink *s, const pmt_checkpoint *ck, pmt_weight_type
     pmt_gzsink_i32(s, ck->n_tensors);
     for (int i = 0; i < ck->n_tensors; i++) {
         const pmt_tensor *t = &ck->tensors[i];
-        pmt_checkpoint_put_tensor_entry(s, t);
+        pmt_record_put_tensor_entry(s, t);
         pmt_gzsink_u32(s, (uint32_t)storage_of(t, weights));
     }
     for (int i = 0; i < ck->n_tensors; i++) {
@@ -160,44 +158,9 @@ int pmt_model_file_export(const char *path, const pmt_checkpoint *ck, pmt_weight
 /* ------------------------------------------------------------------ */
 /* reading                                                             */
 
-typedef struct {
-    pmt_gzstream *gz;
-    uint64_t budget;             /* most bytes the file can inflate to */
-    const char *path;
-    char *err;
-    size_t errlen;
-    int failed;
-} source;
+typedef pmt_record_source source;
 
-static int corrupt(source *s, const char *what) {
-    if (!s->failed)
-        snprintf(s->err, s->errlen, "model file '%s' is truncated or corrupted (%s: %s)", s->path, what,
-                 pmt_gzstream_reason(s->gz));
-    s->failed = 1;
-    return -1;
-}
-
-static int invalid(source *s, const char *what) {
-    if (!s->failed) snprintf(s->err, s->errlen, "model file '%s' is corrupted: %s", s->path, what);
-    s->failed = 1;
-    return -1;
-}
-
-static int get(source *s, void *p, size_t n, const char *what) {
-    if (s->failed) return -1;
-    return pmt_gzstream_read(s->gz, p, n) == 0 ? 0 : corrupt(s, what);
-}
-
-/* A length-prefixed blob, bounded, NUL-terminated. */
-static int get_blob(source *s, char **out, size_t *size, uint64_t limit, const char *what) {
-    uint64_t n;
-    if (get(s, &n, sizeof n, what) != 0) return -1;
-    if (n > limit || n > s->budget) return invalid(s, what);
-    if (!(*out = malloc((size_t)n + 1))) return invalid(s, "out of memory");
-    (*out)[n] = '\0';
-    *size = (size_t)n;
-    return get(s, *out, (size_t)n, what);
-}
+static int get(source *s, void *p, size_t n, const char *what) { return pmt_record_get(s, p, n, what); }
 
 static int get_header(source *s, pmt_checkpoint *ck, uint32_t *flags) {
     uint32_t version, weights;
@@ -209,34 +172,36 @@ static int get_header(source *s, pmt_checkpoint *ck, uint32_t *flags) {
         return -1;
     }
     if (get(s, &weights, sizeof weights, "weight type") != 0 || get(s, flags, sizeof *flags, "flags") != 0) return -1;
-    if (weights > PMT_WEIGHTS_INT8 || (*flags & ~(uint32_t)FLAG_EMA)) return invalid(s, "unknown weight type or flags");
+    if (weights > PMT_WEIGHTS_INT8 || (*flags & ~(uint32_t)FLAG_EMA)) return pmt_record_corrupt(s, "unknown weight type or flags");
     ck->weights = (int)weights;
     return 0;
 }
 
-static int get_table(source *s, pmt_checkpoint *ck, uint32_t *storage) {
-    for (int i = 0; i < ck->n_tensors; i++) {
-        pmt_tensor *t = &ck->tensors[i];
-        char name[PMT_TENSOR_NAME_BYTES];
-        int32_t rows, cols;
-        uint64_t offset, size;
-        if (get(s, name, sizeof name, "tensor table") != 0 || get(s, &rows, sizeof rows, "tensor table") != 0 ||
-            get(s, &cols, sizeof cols, "tensor table") != 0 || get(s, &offset, sizeof offset, "tensor table") != 0 ||
-            get(s, &size, sizeof size, "tensor table") != 0 || get(s, &storage[i], sizeof *storage, "tensor table"))
-            return -1;
-        name[PMT_TENSOR_NAME_BYTES - 1] = '\0';
-        snprintf(t->name, sizeof t->name, "%s", name);
-        /* Tensors tile the parameters in order: each starts where the last ended. */
-        const uint64_t expect = i ? ck->tensors[i - 1].offset + ck->tensors[i - 1].size : 0;
-        if (rows < 1 || cols < 1 || size != (uint64_t)rows * (uint64_t)cols || offset != expect ||
-            offset + size > MAX_PARAMS || offset + size > s->budget || storage[i] != (uint32_t)storage_of(&(pmt_tensor){.rows = rows, .cols = cols},
-                                                                               (pmt_weight_type)ck->weights))
-            return invalid(s, "bad tensor table entry");
-        t->rows = rows;
-        t->cols = cols;
-        t->offset = (size_t)offset;
-        t->size = (size_t)size;
+/* Bytes one tensor takes in the file (see the format in model_file.h). */
+static uint64_t stored_bytes(const pmt_tensor *t, pmt_weight_type storage) {
+    switch (storage) {
+    case PMT_WEIGHTS_FP32: return (uint64_t)t->size * sizeof(float);
+    case PMT_WEIGHTS_BF16: return (uint64_t)t->size * sizeof(uint16_t);
+    case PMT_WEIGHTS_INT8: return (uint64_t)t->size + (uint64_t)t->rows * sizeof(float);
     }
+    return 0;
+}
+
+/* What an exported file's table adds to the shared checks (record.h): the
+ * tensors tile the parameters exactly, each stored as its shape says for
+ * the file's type, and their stored bytes fit in what the file can hold. */
+static int check_table(source *s, pmt_checkpoint *ck, const uint32_t *storage) {
+    uint64_t weight_bytes = 0;   /* what the table says the weights take in the file */
+    for (int i = 0; i < ck->n_tensors; i++) {
+        const pmt_tensor *t = &ck->tensors[i];
+        const uint64_t expect = i ? ck->tensors[i - 1].offset + ck->tensors[i - 1].size : 0;
+        if (t->offset != expect || (uint64_t)t->offset + t->size > PMT_RECORD_MAX_PARAMS ||
+            storage[i] != (uint32_t)storage_of(t, (pmt_weight_type)ck->weights))
+            return pmt_record_corrupt(s, "bad tensor table entry '%s'", t->name);
+        /* The budget is in bytes, the table in elements of each storage type. */
+        weight_bytes += stored_bytes(t, (pmt_weight_type)storage[i]);
+    }
+    if (pmt_record_claim(s, weight_bytes, 1, "bytes of weights") != 0) return -1;
     ck->n_params = ck->tensors[ck->n_tensors - 1].offset + ck->tensors[ck->n_tensors - 1].size;
     return 0;
 }
@@ -255,7 +220,7 @@ static int get_tensor(source *s, const pmt_tensor *t, float *w, uint32_t storage
     if (get(s, scale, (size_t)t->rows * sizeof *scale, "row scales") != 0 || get(s, q, t->size, "weights") != 0)
         return -1;
     for (int r = 0; r < t->rows; r++)
-        if (!(scale[r] >= 0.0f && isfinite(scale[r]))) return invalid(s, "a row scale is negative or not finite");
+        if (!(scale[r] >= 0.0f && isfinite(scale[r]))) return pmt_record_corrupt(s, "a row scale is negative or not finite");
     pmt_int8_dequantize_rows(w, q, scale, t->rows, t->cols);
     return 0;
 }
@@ -266,52 +231,35 @@ static int get_weights(source *s, pmt_checkpoint *ck, const uint32_t *storage) {
         if (ck->tensors[i].size > largest) largest = ck->tensors[i].size;
     void *scratch = malloc(largest * sizeof(float) * 2 + 64);
     ck->params = malloc((ck->n_params ? ck->n_params : 1) * sizeof(float));
-    int rc = scratch && ck->params ? 0 : invalid(s, "out of memory for the weights");
+    int rc = scratch && ck->params ? 0 : pmt_record_corrupt(s, "out of memory for the weights");
     for (int i = 0; rc == 0 && i < ck->n_tensors; i++)
         rc = get_tensor(s, &ck->tensors[i], ck->params + ck->tensors[i].offset, storage[i], scratch);
     free(scratch);
     return rc;
 }
 
-static int get_trailer(source *s) {
-    int crc = pmt_gzstream_check_crc(s->gz);
-    if (crc < 0) return corrupt(s, "checksum");
-    if (crc > 0) return invalid(s, "checksum mismatch");
-    int end = pmt_gzstream_at_end(s->gz);
-    if (end != 1) return invalid(s, end == 0 ? "trailing data" : pmt_gzstream_reason(s->gz));
-    return 0;
-}
-
 int pmt_model_file_read(pmt_gzstream *gz, const char *path, uint64_t budget, pmt_checkpoint *ck, char *err,
                         size_t errlen) {
-    source s = {.gz = gz, .budget = budget, .path = path, .err = err, .errlen = errlen};
+    source s = {.gz = gz, .kind = "model file", .path = path, .budget = budget, .err = err, .errlen = errlen};
     uint32_t flags = 0, *storage = NULL;
-    int32_t vocab, n;
     size_t config_len;
     char *spm = NULL;
     ck->is_export = 1;
-    int got = get_header(&s, ck, &flags) == 0 &&
-              get_blob(&s, &ck->config_text, &config_len, MAX_CONFIG_BYTES, "config") == 0 &&
-              get_blob(&s, &spm, &ck->spm_size, MAX_SPM_BYTES, "SentencePiece model") == 0;
+    int rc = get_header(&s, ck, &flags) == 0 &&
+             pmt_record_get_blob(&s, &ck->config_text, &config_len, PMT_RECORD_MAX_CONFIG_BYTES, "config") == 0 &&
+             pmt_record_get_blob(&s, &spm, &ck->spm_size, PMT_RECORD_MAX_SPM_BYTES, "SentencePiece model") == 0
+                 ? 0 : -1;
     ck->spm = (uint8_t *)spm;
-    if (!got || get(&s, &vocab, sizeof vocab, "vocab size") != 0 || get(&s, &n, sizeof n, "tensor count") != 0)
-        return -1;
-    /* A table entry takes 92 bytes, a weight at least one. */
-    if (vocab < 4 || n < 1 || n > MAX_TENSORS || (uint64_t)n > budget / 92)
-        return invalid(&s, "implausible vocabulary size or tensor count");
-    ck->vocab_size = vocab;
-    ck->n_tensors = n;
-    ck->tensors = calloc((size_t)n, sizeof *ck->tensors);
-    storage = calloc((size_t)n, sizeof *storage);
-    int rc = ck->tensors && storage ? 0 : invalid(&s, "out of memory for the tensor table");
-    if (rc == 0) rc = get_table(&s, ck, storage);
+    if (rc == 0) rc = pmt_record_get_tensor_table(&s, ck, &storage);
+    if (rc == 0) rc = check_table(&s, ck, storage);
     if (rc == 0) rc = get_weights(&s, ck, storage);
     free(storage);
-    if (rc == 0) rc = get_trailer(&s);
+    if (rc == 0) rc = pmt_record_get_trailer(&s);
     if (rc != 0) return -1;
     ck->params_are_ema = (flags & FLAG_EMA) != 0;
     char inner[200];
     pmt_config_defaults(&ck->cfg);
-    if (pmt_config_load_string(&ck->cfg, ck->config_text, inner, sizeof inner) != 0) return invalid(&s, inner);
+    if (pmt_config_load_string(&ck->cfg, ck->config_text, inner, sizeof inner) != 0)
+        return pmt_record_corrupt(&s, "%s", inner);
     return 0;
 }

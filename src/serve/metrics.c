@@ -65,6 +65,12 @@ void pmt_metrics_in_flight(pmt_metrics *mx, int delta) {
     pthread_mutex_unlock(&mx->lock);
 }
 
+void pmt_metrics_closed(pmt_metrics *mx, pmt_closed_reason reason) {
+    pthread_mutex_lock(&mx->lock);
+    mx->closed[reason]++;
+    pthread_mutex_unlock(&mx->lock);
+}
+
 /* A growing text buffer; on allocation failure it stops growing and the
  * render returns NULL. */
 typedef struct text_buf { char *s; size_t len, cap; int failed; } text_buf;
@@ -124,6 +130,11 @@ char *pmt_metrics_render(pmt_metrics *mx) {
             "projmt_sentences_total %ld\n", mx->sentences);
     put(&b, "# HELP projmt_in_flight_requests Requests being handled.\n# TYPE projmt_in_flight_requests gauge\n"
             "projmt_in_flight_requests %ld\n", mx->in_flight);
+    static const char *const closed_names[PMT_CLOSED_REASONS] = {"body_too_large", "request_timeout"};
+    put(&b, "# HELP projmt_connections_closed_total Requests cut without an answer, by reason.\n"
+            "# TYPE projmt_connections_closed_total counter\n");
+    for (int r = 0; r < PMT_CLOSED_REASONS; r++)
+        put(&b, "projmt_connections_closed_total{reason=\"%s\"} %ld\n", closed_names[r], mx->closed[r]);
     put_histogram(&b, "projmt_request_duration_seconds", "Latency of POST /translate, arrival to response.",
                   &mx->latency);
     put_histogram(&b, "projmt_batch_size", "Sentences per decoder batch.", &mx->batch);
@@ -133,4 +144,11 @@ char *pmt_metrics_render(pmt_metrics *mx) {
         return NULL;
     }
     return b.s;
+}
+
+long pmt_metrics_sentences(pmt_metrics *mx) {
+    pthread_mutex_lock(&mx->lock);
+    const long sentences = mx->sentences;
+    pthread_mutex_unlock(&mx->lock);
+    return sentences;
 }

@@ -10,6 +10,13 @@
 
 #include "core/utf8.h"
 
+/* Ends well-formed UTF-8 text cut short at its last whole character. */
+static void end_at_character(char *text) {
+    size_t n = 0, len = strlen(text), step;
+    while (n < len && (step = pmt_utf8_decode(text + n, len - n, NULL)) > 0) n += step;
+    text[n] = '\0';
+}
+
 int pmt_serve_parse_json(const char *body, size_t len, json_t **obj, int *replaced, char *err, size_t errlen) {
     *obj = NULL;
     char *clean = malloc(3 * len + 1);
@@ -24,7 +31,12 @@ int pmt_serve_parse_json(const char *body, size_t len, json_t **obj, int *replac
     json_t *root = json_loads(clean, 0, &jerr);
     free(clean);
     if (!root) {
-        snprintf(err, errlen, "Invalid request: bad JSON at line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+        /* jansson's text quotes the bytes near the error and may end inside
+         * a character ("invalid escape near '"a\\<first byte of U+FFFD>'"). */
+        char text[3 * sizeof jerr.text + 1];
+        pmt_utf8_sanitize(jerr.text, strlen(jerr.text), text);
+        snprintf(err, errlen, "Invalid request: bad JSON at line %d, column %d: %s", jerr.line, jerr.column, text);
+        end_at_character(err);   /* snprintf may have cut the message inside a character */
         return 400;
     }
     if (!json_is_object(root)) {
@@ -107,6 +119,22 @@ static int add_lines(pmt_serve_request *req, const char *text, int cap, const pm
     }
 }
 
+/* Client text quoted in an error message: at most QUOTE_BYTES bytes of it,
+ * cut before a character, never inside one (a cut inside a character makes
+ * the message invalid UTF-8, which jansson refuses to send). */
+enum { QUOTE_BYTES = 16 };
+static const char *quote(const char *s, char out[QUOTE_BYTES + 1]) {
+    size_t n = 0, len = strlen(s);
+    while (n < len) {
+        size_t step = pmt_utf8_decode(s + n, len - n, NULL);
+        if (step == 0 || n + step > QUOTE_BYTES) break;
+        n += step;
+    }
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return out;
+}
+
 static int check_language(const json_t *obj, const char *key, char *err, size_t errlen, const char **value) {
     const json_t *v = json_object_get(obj, key);
     *value = json_string_value(v);
@@ -132,14 +160,16 @@ int pmt_serve_request_from_json(const json_t *obj, const pmt_serve_limits *lim, 
         return 400;
     req->auto_source = !strcmp(source, "auto");
     if (!(req->auto_source || !strcmp(source, "en")) || strcmp(target, "es")) {
-        snprintf(err, errlen, "Invalid request: language pair %.16s -> %.16s is not supported (this model translates en -> es)",
-                 source, target);
+        char source_quote[QUOTE_BYTES + 1], target_quote[QUOTE_BYTES + 1];
+        snprintf(err, errlen, "Invalid request: language pair %s -> %s is not supported (this model translates en -> es)",
+                 quote(source, source_quote), quote(target, target_quote));
         return 400;
     }
     const json_t *fmt = json_object_get(obj, "format");
     if (fmt && !json_is_null(fmt) && !(format = json_string_value(fmt))) format = "";
     if (strcmp(format, "text")) {
-        snprintf(err, errlen, "Invalid request: format '%.16s' is not supported (only text)", format);
+        char format_quote[QUOTE_BYTES + 1];
+        snprintf(err, errlen, "Invalid request: format '%s' is not supported (only text)", quote(format, format_quote));
         return 400;
     }
     long alternatives = 0, beam = lim->default_beam;
@@ -165,12 +195,6 @@ int pmt_serve_request_from_json(const json_t *obj, const pmt_serve_limits *lim, 
         snprintf(err, errlen, "Invalid request: attention needs q to be one string");
         return 400;
     }
-    const json_t *key = json_object_get(obj, "api_key");
-    if (json_is_string(key) && !(req->api_key = strdup(json_string_value(key)))) {
-        snprintf(err, errlen, "out of memory");
-        return 500;
-    }
-
     req->n_texts = req->q_is_array ? (int)json_array_size(q) : 1;
     if (req->n_texts > lim->max_sentences) {
         snprintf(err, errlen, "Invalid request: %d texts exceed the limit of %d sentences per request", req->n_texts,
@@ -201,6 +225,5 @@ void pmt_serve_request_free(pmt_serve_request *req) {
     for (int i = 0; req->lines && i < req->n_lines; i++) free(req->lines[i]);
     free(req->lines);
     free(req->first_line);
-    free(req->api_key);
     memset(req, 0, sizeof *req);
 }

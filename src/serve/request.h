@@ -11,7 +11,8 @@
  *   beam_size    projmt: 1..max_beam (default the model's; raised to
  *                alternatives+1 when smaller)
  *   attention    projmt: true adds the cross-attention of the first line (q a string)
- *   api_key      LibreTranslate's key field (also "Authorization: Bearer KEY")
+ *   api_key      LibreTranslate's key field (also "Authorization: Bearer KEY"),
+ *                checked by the server before this parser (server.h)
  * Each text is split at '\n' into lines, translated as sentences and joined
  * again; sentences per request count these lines.
  *
@@ -41,7 +42,6 @@ typedef struct pmt_serve_request {
     int *first_line;             /* [n_texts + 1] text i is lines first_line[i]..first_line[i+1]-1 */
     int beam_size, alternatives, attention;
     int replaced;                /* invalid UTF-8 bytes replaced by U+FFFD */
-    char *api_key;               /* NULL when absent */
 } pmt_serve_request;
 
 /* Replaces invalid UTF-8 in body[0..len) and parses it as a JSON object into

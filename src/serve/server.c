@@ -8,6 +8,7 @@
 #include "serve/server.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,6 @@ typedef struct request_state {
     double start;
     char *body;
     size_t len, cap;
-    int too_large;               /* body went past the limit: 413 */
     int responded;               /* a response was queued early */
 } request_state;
 
@@ -74,10 +74,11 @@ static enum MHD_Result send_response(pmt_server *s, struct MHD_Connection *c, re
                                 st->route == R_TRANSLATE ? "POST" : "GET, HEAD");
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
+    st->responded = 1;
+    if (rc != MHD_YES) return rc;   /* MHD closes the connection: nothing was answered */
     const char *endpoint = st->route == R_NONE ? "other" : routes[st->route].path;
     pmt_metrics_response(&s->metrics, endpoint, status);
     if (st->route == R_TRANSLATE) pmt_metrics_latency(&s->metrics, pmt_now_seconds() - st->start);
-    st->responded = 1;
     return rc;
 }
 
@@ -97,9 +98,15 @@ static enum MHD_Result send_json(pmt_server *s, struct MHD_Connection *c, reques
     return send_text(s, c, st, status, "application/json; charset=utf-8", text);
 }
 
+/* The message is made well-formed UTF-8 first: jansson refuses anything
+ * else, and a refused message would drop the connection with no answer. */
 static enum MHD_Result send_error(pmt_server *s, struct MHD_Connection *c, request_state *st, int status,
                                   const char *message) {
-    return send_json(s, c, st, status, json_pack("{s:s}", "error", message));
+    const size_t len = strlen(message);
+    char *clean = malloc(3 * len + 1);
+    json_t *answer = json_pack("{s:s}", "error", clean ? (pmt_utf8_sanitize(message, len, clean), clean) : "out of memory");
+    free(clean);
+    return send_json(s, c, st, status, answer);
 }
 
 /* ---- POST /translate ---------------------------------------------------- */
@@ -187,11 +194,20 @@ static int key_matches(const char *given, const char *key) {
     return diff == 0;
 }
 
-static int authorized(const pmt_server *s, struct MHD_Connection *c, const pmt_serve_request *req) {
-    if (!s->opt.api_key) return 1;
-    const char *given = req->api_key;
+/* The Authorization header's Bearer key; NULL without one. */
+static const char *header_key(struct MHD_Connection *c, int *has_header) {
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!given && auth && !strncasecmp(auth, "Bearer ", 7)) given = auth + 7;
+    *has_header = auth != NULL;
+    return auth && !strncasecmp(auth, "Bearer ", 7) ? auth + 7 : NULL;
+}
+
+/* The key in the header, or else in the decoded body's api_key field (obj
+ * NULL when the body did not decode). */
+static int authorized(const pmt_server *s, struct MHD_Connection *c, const json_t *obj) {
+    if (!s->opt.api_key) return 1;
+    int has_header;
+    const char *given = header_key(c, &has_header);
+    if (!has_header && obj) given = json_string_value(json_object_get(obj, "api_key"));
     return given && key_matches(given, s->opt.api_key);
 }
 
@@ -294,23 +310,20 @@ static json_t *translation_json(const pmt_server *s, const pmt_serve_request *re
 
 static enum MHD_Result handle_translate(pmt_server *s, struct MHD_Connection *c, request_state *st) {
     char err[512];
-    if (st->too_large) {
-        snprintf(err, sizeof err, "Request body exceeds the limit of %zu bytes", s->opt.limits.max_body);
-        return send_error(s, c, st, 413, err);
-    }
     const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     json_t *obj = NULL;
     int replaced = 0;
     int status = is_form(type) ? parse_form(c, st, &obj, &replaced, err, sizeof err)
                                : pmt_serve_parse_json(st->body ? st->body : "", st->len, &obj, &replaced, err, sizeof err);
+    /* The key first: a client without one learns nothing about the fields. */
+    if (!authorized(s, c, status ? NULL : obj)) {
+        json_decref(obj);
+        return send_error(s, c, st, 403, "Invalid API key");
+    }
     if (status) return send_error(s, c, st, status, err);
     pmt_serve_request req;
     status = pmt_serve_request_from_json(obj, &s->opt.limits, replaced, &req, err, sizeof err);
     json_decref(obj);
-    if (status == 0 && !authorized(s, c, &req)) {
-        status = 403;
-        snprintf(err, sizeof err, "Invalid API key");
-    }
     if (status) {
         pmt_serve_request_free(&req);
         return send_error(s, c, st, status, err);
@@ -355,6 +368,14 @@ static enum MHD_Result handle_get(pmt_server *s, struct MHD_Connection *c, reque
 
 /* ---- the libmicrohttpd callbacks ------------------------------------------ */
 
+/* Ends a request whose body is still arriving: libmicrohttpd 0.9 queues an
+ * answer only before the body or after all of it, so the connection is
+ * closed, and counted by reason. */
+static enum MHD_Result close_unanswered(pmt_server *s, pmt_closed_reason reason) {
+    pmt_metrics_closed(&s->metrics, reason);
+    return MHD_NO;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload_data, size_t *upload_data_size,
                               void **con_cls) {
@@ -372,9 +393,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         pthread_mutex_unlock(&s->lock);
         pmt_metrics_in_flight(&s->metrics, 1);
         if (stopping) return send_error(s, c, st, 503, "Server is shutting down");
+        if (st->route != R_TRANSLATE) return MHD_YES;
+        /* A wrong key in the header is refused before the body is read. */
+        int has_header;
+        const char *key = header_key(c, &has_header);
+        if (s->opt.api_key && has_header && !(key && key_matches(key, s->opt.api_key)))
+            return send_error(s, c, st, 403, "Invalid API key");
         /* A declared body over the limit is refused before it is read. */
         const char *length = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (st->route == R_TRANSLATE && length && strtoull(length, NULL, 10) > s->opt.limits.max_body) {
+        if (length && strtoull(length, NULL, 10) > s->opt.limits.max_body) {
             char err[128];
             snprintf(err, sizeof err, "Request body exceeds the limit of %zu bytes", s->opt.limits.max_body);
             return send_error(s, c, st, 413, err);
@@ -385,14 +412,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_data_size = 0;
         return MHD_YES;
     }
+    /* A client trickling its body never lets the idle timeout fire: the
+     * request as a whole has a deadline, checked as each piece arrives. */
+    const int late = pmt_now_seconds() - st->start > s->opt.request_timeout_s;
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (st->too_large || st->route != R_TRANSLATE) return MHD_YES;
-        if (st->len + n > s->opt.limits.max_body) {
-            st->too_large = 1;
-            return MHD_YES;
-        }
+        if (late) return close_unanswered(s, PMT_CLOSED_REQUEST_TIMEOUT);
+        if (st->route != R_TRANSLATE) return MHD_YES;
+        /* A body without a declared length (chunked) is cut as soon as it
+         * passes the limit, not read to its end first. */
+        if (st->len + n > s->opt.limits.max_body) return close_unanswered(s, PMT_CLOSED_BODY_TOO_LARGE);
         if (st->len + n + 1 > st->cap) {
             size_t cap = 2 * (st->len + n) + 1;
             char *body = realloc(st->body, cap);
@@ -404,6 +434,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         st->len += n;
         st->body[st->len] = '\0';
         return MHD_YES;
+    }
+    if (late) {
+        char err[128];
+        snprintf(err, sizeof err, "Request not received within %d seconds", s->opt.request_timeout_s);
+        return send_error(s, c, st, 408, err);
     }
     if (st->route == R_NONE) return send_error(s, c, st, 404, "Not found");
     const char *want = routes[st->route].method;
@@ -605,10 +640,12 @@ int pmt_server_start(pmt_server *s, const pmt_serve_options *opt, char *err, siz
     s->opt = *opt;
     const pmt_serve_limits *lim = &opt->limits;
     if (opt->max_batch < 1 || opt->max_wait_ms < 0 || opt->timeout_s < 1 || opt->max_connections < 1 ||
+        opt->request_timeout_s < 1 || opt->drain_timeout_s < 0 || opt->max_connections_per_ip < 1 ||
         lim->max_sentences < 1 || lim->max_chars < 1 || lim->max_body < 16 || lim->max_beam < 1 ||
         lim->default_beam < 1 || lim->default_beam > lim->max_beam || opt->port < 0 || opt->port > 65535) {
-        snprintf(err, errlen, "bad options: need max batch, timeout, connections, sentences, characters >= 1, "
-                              "body >= 16 bytes, 1 <= beam <= max beam, port in [0, 65535]");
+        snprintf(err, errlen, "bad options: need max batch, timeout, request timeout, connections (also per "
+                              "address), sentences, characters >= 1, drain timeout >= 0, body >= 16 bytes, "
+                              "1 <= beam <= max beam, port in [0, 65535]");
         return -1;
     }
     struct sockaddr_storage addr;
@@ -636,7 +673,7 @@ int pmt_server_start(pmt_server *s, const pmt_serve_options *opt, char *err, siz
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | (ipv6 ? MHD_USE_IPv6 : 0),
         0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned int)opt->timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)opt->max_connections,
-        MHD_OPTION_NOTIFY_COMPLETED, request_done, s, MHD_OPTION_END);
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)opt->max_connections_per_ip, MHD_OPTION_NOTIFY_COMPLETED, request_done, s, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine?)", opt->host,
                  opt->port);
@@ -655,21 +692,29 @@ fail:
     return -1;
 }
 
-void pmt_server_stop(pmt_server *s) {
+long pmt_server_stop(pmt_server *s) {
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
     pthread_mutex_unlock(&s->lock);
     MHD_socket listener = MHD_quiesce_daemon(s->daemon);
     if (listener != MHD_INVALID_SOCKET) close(listener);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);   /* the condition variable's clock */
+    deadline.tv_sec += s->opt.drain_timeout_s;
     pthread_mutex_lock(&s->lock);
-    while (s->in_flight > 0) pthread_cond_wait(&s->idle, &s->lock);
+    int wait_rc = 0;
+    while (s->in_flight > 0 && wait_rc != ETIMEDOUT) wait_rc = pthread_cond_timedwait(&s->idle, &s->lock, &deadline);
     pthread_mutex_unlock(&s->lock);
+    /* Closes what is left: connections still receiving are cut; a request
+     * in the batch queue is translated before its thread is joined. */
     MHD_stop_daemon(s->daemon);
     pmt_serve_queue_stop(&s->queue);
+    const long sentences = pmt_metrics_sentences(&s->metrics);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->lock);
     pmt_metrics_free(&s->metrics);
     pmt_translator_free(&s->tr);
     free(s->info_json);
     memset(s, 0, sizeof *s);
+    return sentences;
 }

@@ -12,7 +12,12 @@
  *   GET  /            the web page, embedded in the binary
  * Errors are {"error": "..."} with 400 (bad request, JSON, language pair,
  * limits on sentences and characters), 403 (API key), 404, 405, 413 (body
- * size) or 500. Idle connections close after the timeout.
+ * size), 408 (a request not received within request_timeout_s) or 500.
+ * Connections idle for timeout_s are closed, and each client address holds
+ * at most max_connections_per_ip of them. With an API key, a request that
+ * gives a wrong key in "Authorization: Bearer" is refused before its body
+ * is read, and one without a key anywhere gets 403 before any field of
+ * the request is checked (the body is decoded only to find api_key).
  *
  * Ownership: pmt_server owns its translator, queue, daemon and strings;
  * pmt_server_stop releases everything.
@@ -37,7 +42,10 @@ typedef struct pmt_serve_options {
     int max_batch;               /* sentences per decoder batch */
     int max_wait_ms;             /* wait for a batch to fill */
     int timeout_s;               /* idle connection timeout */
+    int request_timeout_s;       /* headers to answer: a body still arriving then gets 408 */
+    int drain_timeout_s;         /* pmt_server_stop waits this long for requests in flight */
     int max_connections;
+    int max_connections_per_ip;
     int threads;                 /* decoding threads (0 = all cores) */
     pmt_serve_limits limits;     /* default_beam/max_beam included */
     pmt_decode_options decode;   /* normalize, max_length_* (beam and n-best per request) */
@@ -64,8 +72,13 @@ int pmt_server_start(pmt_server *s, const pmt_serve_options *opt, char *err, siz
 /* Graceful stop: no new connections; every request already received is
  * answered, and a request arriving later on an open keep-alive connection
  * gets 503 with "Connection: close" (otherwise clients that keep sending
- * keep in_flight above zero and the drain never ends); then the daemon, the
- * worker and the model are released. */
-void pmt_server_stop(pmt_server *s);
+ * keep in_flight above zero and the drain never ends). The wait lasts at
+ * most drain_timeout_s: a client still sending its body then (one byte
+ * every few seconds keeps an idle timeout from ever firing) has its
+ * connection closed; a request already being translated finishes first.
+ * Then the daemon, the worker and the model are released. Returns the
+ * sentences translated over the server's life, counted after the worker
+ * stopped. */
+long pmt_server_stop(pmt_server *s);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/rng.h"
+#include "model/model_file.h"
 #include "translate/beam_search.h"
 
 /* The source sentences of a benchmark: ids packed row by row. */
@@ -118,6 +119,7 @@ int pmt_bench_decode(pmt_model *m, const pmt_spm *spm, const char *src_text, int
     }
     rep->sentences = src.n;
     rep->batch = batch;
+    rep->weights = pmt_weight_type_name((pmt_weight_type)m->decode_weights);
     for (int i = 0; i < src.n; i++) rep->src_tokens += src.len[i];
     if (rep->src_words == 0) rep->src_words = rep->src_tokens;
     if (pmt_search_init(&search, m, batch, BEAM, err, errlen) != 0) goto fail;
@@ -159,8 +161,8 @@ fail:
 }
 
 void pmt_bench_decode_print(FILE *out, const char *title, const pmt_bench_decode_report *rep) {
-    fprintf(out, "decode %s: %s (%ld source words, %ld source tokens), batch %d\n", title, rep->source,
-            rep->src_words, rep->src_tokens, rep->batch);
+    fprintf(out, "decode %s (%s weights): %s (%ld source words, %ld source tokens), batch %d\n", title, rep->weights,
+            rep->source, rep->src_words, rep->src_tokens, rep->batch);
     for (int k = 0; k < PMT_BENCH_DECODE_RUNS; k++) {
         const pmt_bench_decode_run *r = &rep->run[k];
         fprintf(out, "  %-16s %8.1f sentences/s %9.0f source words/s %9.0f output tokens/s  (%ld tokens, %.2f s)\n",

@@ -39,6 +39,7 @@ typedef struct pmt_bench_decode_run {
 typedef struct pmt_bench_decode_report {
     char source[PMT_PATH_MAX + 64];   /* where the sentences came from */
     int sentences, batch;
+    const char *weights;     /* what the decoder multiplies by: "fp32" | "bf16" | "int8" (--compute-type) */
     long src_tokens;
     long src_words;          /* whitespace-separated words of the source lines */
     pmt_bench_decode_run run[PMT_BENCH_DECODE_RUNS];

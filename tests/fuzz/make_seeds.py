@@ -50,6 +50,28 @@ def checkpoint_body(flags, version=1):
     return with_crc(body)
 
 
+def model_file_body(weights, flags=0):
+    """An exported model file (model/model_file.h) of weight type `weights`
+    (0 fp32, 1 bf16, 2 int8) without its 8-byte magic, which the harness of
+    fuzz_model_file puts in front: a 2x3 matrix, stored in that type, and a
+    3-vector, always fp32; the crc32 is fixed up by the framing."""
+    config = b"[model]\nd_model = 4\nn_heads = 2\nmax_len = 8\n"
+    body = struct.pack("<III", 1, weights, flags)
+    body += struct.pack("<Q", len(config)) + config + struct.pack("<Q", 0)
+    body += struct.pack("<ii", 4, 2)
+    body += b"tok_embedding".ljust(64, b"\0") + struct.pack("<iiQQI", 2, 3, 0, 6, weights)
+    body += b"ln_gain".ljust(64, b"\0") + struct.pack("<iiQQI", 1, 3, 6, 3, 0)
+    matrix = [0.5, -1, 2, 0, 0.25, 3]
+    if weights == 0:
+        body += struct.pack("<6f", *matrix)
+    elif weights == 1:
+        body += struct.pack("<6H", *[struct.unpack("<I", struct.pack("<f", v))[0] >> 16 for v in matrix])
+    else:
+        body += struct.pack("<2f", 2 / 127, 3 / 127) + struct.pack("<6b", 32, -64, 127, 0, 11, 127)
+    body += struct.pack("<3f", 1, 1, 1)
+    return body + b"\0\0\0\0"
+
+
 def corpus_body(pairs):
     src = [p[0] for p in pairs]
     tgt = [p[1] for p in pairs]
@@ -75,6 +97,9 @@ def main():
         for flags in range(4):
             write("checkpoint", "v%d-flags%d" % (version, flags), bytes([FRAME_GZIP_CRC]) + checkpoint_body(flags, version))
     write("checkpoint", "raw-garbage", bytes([FRAME_RAW]) + b"not a checkpoint\n")
+    for weights, name in ((0, "fp32"), (1, "bf16"), (2, "int8")):
+        write("model_file", name, bytes([FRAME_GZIP_CRC]) + model_file_body(weights))
+    write("model_file", "int8-ema", bytes([FRAME_GZIP_CRC]) + model_file_body(2, flags=1))
     write("corpus", "three-pairs", bytes([FRAME_GZIP_CRC]) + corpus_body([([5, 6, 7], [8, 9]), ([], [4]), ([10], [11, 12, 13])]))
     write("corpus", "empty", bytes([FRAME_GZIP_CRC]) + corpus_body([]))
     write("corpus", "raw-gzip-text", bytes([FRAME_RAW]) + zlib.compress(b"hello"))
@@ -94,6 +119,12 @@ def main():
     write("prepare", "tsv", "Go.\tVe.\tCC-BY x\nHi!  \t ¡Hola!\nno tab here\n\tempty\nGo.\tVe.\n".encode())
     write("prepare", "aligned", b"\1" + "one two\r\nthree\n\xff bad\n".encode() + b"\0" + "uno dos\ntres\nmalo\n".encode())
 
+    write("request", "string", b'{"q": "the cat sleeps", "source": "en", "target": "es"}')
+    write("request", "array-options", '{"q": ["a\\nb", "", "¿dónde?"], "source": "auto", "target": "es", '
+          '"format": "text", "alternatives": "1", "beam_size": 3, "api_key": "k"}'.encode())
+    write("request", "attention", b'{"q": "x", "source": "en", "target": "es", "attention": "true", "beam_size": null}')
+    write("request", "bad-pair", '{"q": "x", "source": "ja", "target": "ñ"}'.encode())
+    write("request", "raw-bytes", b'{"q": "caf\xc3\xa9 \xff\xfe", "source": "en", "target": "es", "format": "\xe2\x82"}')
     write("translate", "two-lines", "\0the red kite\n¿dónde están las llaves?".encode())
     write("translate", "beam-long", ("\x05" + "my neighbour bakes bread " * 6 + "\n\n  \t\nowls\xc0\xaf").encode("latin-1", "replace"))
     return 0
