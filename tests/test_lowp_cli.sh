@@ -75,11 +75,12 @@ check "bench --decode names the int8 path" grep -q ": compute type int8 on $isa 
 # The server: products of 12 rows or more fail (the long line's encoder pass:
 # 11 tokens + EOS); that request gets 500, and the next one is translated.
 MODEL=$TMP/m.int8
-PROJMT_TEST_LOWP=fail:12 serve_start lowp "${I8[@]}" || { echo "FAIL: the server did not start"; exit 1; }
+PROJMT_VERBOSE=1 PROJMT_TEST_LOWP=fail:12 serve_start lowp "${I8[@]}" || { echo "FAIL: the server did not start"; exit 1; }
 JSON=(-H 'Content-Type: application/json')
 req GET /info
 check "/info names the CPU" test "$(jget "$TMP/body" "d['cpu_isa']")" = "$isa"
 check "/info names the compute type" grep -q "compute type int8 on $isa" <(jget "$TMP/body" "d['compute']")
+check "PROJMT_VERBOSE: serve says it too" grep -q "^projmt serve: compute type int8 on $isa" "$TMP/lowp.err"
 req POST /translate "${JSON[@]}" -d "{\"q\": \"$LONG\", \"source\": \"en\", \"target\": \"es\"}"
 check "a request whose products fail: 500 ($CODE)" test "$CODE" = 500
 check "... with the reason" test "$(jget "$TMP/body" "'oneDNN cannot' in d['error']")" = True

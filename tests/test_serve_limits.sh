@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_serve_limits.sh — `projmt serve` against clients that try to hold it
 # or reach its parser without a key, each case a server of its own:
-#   - options out of range are refused, never wrapped (--port 4294975488
+#   - options out of range are refused, never wrapped, from flags or a
+#     --config file, and every setting but the key is a config key (--port 4294975488
 #     once became 8192 and the server started);
 #   - the API key from --api-key-file or PROJMT_API_KEY (not ps), one
 #     source at a time; a request without the key gets 403 before its body
@@ -37,6 +38,19 @@ check "the port message names the range" grep -q "from 0 to 65535" "$TMP/port.er
 check "--help lists the serve settings of the config table" grep -q -- "--drain-timeout" "$TMP/help.txt"
 "$PROJMT" serve --model "$MODEL" --drain-timeout 7 --dump-config > "$TMP/dump.ini"
 check "--dump-config holds drain_timeout" grep -qx "drain_timeout = 7" "$TMP/dump.ini"
+# Every server setting but the key is a config key: a --config file sets it,
+# --dump-config shows it, and its range holds there too.
+printf '[serve]\nhost = 0.0.0.0\nmax_batch = 7\nmax_body = 4096\ntimeout = 3\n' > "$TMP/serve.ini"
+"$PROJMT" serve --model "$MODEL" --config "$TMP/serve.ini" --max-beam 5 --dump-config > "$TMP/dump2.ini"
+for kv in "host = 0.0.0.0" "max_batch = 7" "max_body = 4096" "timeout = 3" "max_beam = 5" "port = 8080"; do
+    check "--config / --dump-config: $kv" grep -qx "$kv" "$TMP/dump2.ini"
+done
+check "the API key is never a config key" test "$(grep -c "^api_key =" "$TMP/dump2.ini")" -eq 0
+printf '[serve]\nmax_connections = 0\n' > "$TMP/bad.ini"
+timeout 60 "$PROJMT" serve --model "$MODEL" --config "$TMP/bad.ini" > /dev/null 2> "$TMP/bad.err"
+rc=$?
+check "a config file's value out of range is refused too (status $rc)" test "$rc" -eq 2
+check "... naming the range" grep -q "max_connections.*from 1 to 65536" "$TMP/bad.err"
 
 # ---- the API key: from a file or the environment, checked first ----
 printf 'from-a-file\n' > "$TMP/key.txt"

@@ -29,10 +29,14 @@ typedef struct {
     const char *dflt;     /* default, as text */
     const char *group;    /* data | model | train | translate | serve */
     const char *help;
+    int min, max;         /* T_INT with min < max: the values allowed (named when one is refused) */
 } field;
 
 #define F(key, type, member, dflt, group, help) \
-    {key, type, offsetof(pmt_config, member), sizeof(((pmt_config *)0)->member), dflt, group, help}
+    {key, type, offsetof(pmt_config, member), sizeof(((pmt_config *)0)->member), dflt, group, help, 0, 0}
+/* A T_INT key with its range. */
+#define FI(key, member, dflt, lo, hi, group, help) \
+    {key, T_INT, offsetof(pmt_config, member), sizeof(((pmt_config *)0)->member), dflt, group, help, lo, hi}
 
 static const field fields[] = {
     F("corpus", T_PATH, corpus, "", "data", "Anki/Tatoeba TSV: English<TAB>Spanish[<TAB>attribution]"),
@@ -56,11 +60,11 @@ static const field fields[] = {
     F("dropout", T_DOUBLE, dropout, "0.1", "model", "dropout on embeddings and residual branches"),
     F("label_smoothing", T_DOUBLE, label_smoothing, "0.1", "model", "label smoothing epsilon"),
     {"encoder_self", T_KIND, offsetof(pmt_config, site_kind) + PMT_SITE_ENC_SELF * sizeof(int), sizeof(int),
-     "standard", "model", "encoder self-attention: standard | projection"},
+     "standard", "model", "encoder self-attention: standard | projection", 0, 0},
     {"decoder_self", T_KIND, offsetof(pmt_config, site_kind) + PMT_SITE_DEC_SELF * sizeof(int), sizeof(int),
-     "standard", "model", "decoder self-attention: standard | projection"},
+     "standard", "model", "decoder self-attention: standard | projection", 0, 0},
     {"decoder_cross", T_KIND, offsetof(pmt_config, site_kind) + PMT_SITE_DEC_CROSS * sizeof(int), sizeof(int),
-     "standard", "model", "decoder cross-attention: standard | projection"},
+     "standard", "model", "decoder cross-attention: standard | projection", 0, 0},
     F("sigma", T_SIGMA, sigma_learned, "fixed", "model", "projection sigma: fixed | learned (per head and site)"),
     F("kernel", T_KERNEL, proj_kernel, "gaussian", "model",
       "projection pooling kernel: gaussian | boxcar | constant | epanechnikov"),
@@ -105,11 +109,23 @@ static const field fields[] = {
     F("compute_type", T_COMPUTE, compute_type, "auto", "translate",
       "weights decoding multiplies by: auto (the file's own where this CPU runs it fast, else fp32) | fp32 | bf16 | int8 (converted at load, as export stores them)"),
 
-    F("drain_timeout", T_INT, drain_timeout, "30", "serve",
+    F("host", T_STRING, host, "127.0.0.1", "serve", "address to bind (0.0.0.0 = every interface)"),
+    FI("port", port, "8080", 0, 65535, "serve", "port (0 = any free port, printed at start)"),
+    F("card", T_PATH, card, "", "serve",
+      "model card whose BLEU/chrF rows /info and the page show (\"\" = README.md beside the model, if present)"),
+    FI("max_batch", max_batch, "32", 1, 4096, "serve", "sentences decoded together"),
+    FI("max_wait_ms", max_wait_ms, "5", 0, 60000, "serve", "milliseconds a batch waits to fill"),
+    FI("max_beam", max_beam, "8", 1, 256, "serve", "largest beam_size a request may ask for"),
+    FI("max_sentences", max_sentences, "128", 1, 1048576, "serve", "lines per request"),
+    FI("max_chars", max_chars, "1000", 1, 16777216, "serve", "characters per line"),
+    FI("max_body", max_body, "65536", 16, 1073741824, "serve", "bytes per request body"),
+    FI("timeout", timeout, "10", 1, 86400, "serve", "close connections idle for this many seconds"),
+    FI("max_connections", max_connections, "256", 1, 65536, "serve", "concurrent connections"),
+    FI("drain_timeout", drain_timeout, "30", 0, 86400, "serve",
       "seconds a stop (SIGTERM/SIGINT) waits for the requests in flight before closing their connections"),
-    F("request_timeout", T_INT, request_timeout, "60", "serve",
+    FI("request_timeout", request_timeout, "60", 1, 86400, "serve",
       "seconds from a request's headers to its answer; a client still sending its body then gets 408"),
-    F("max_connections_per_ip", T_INT, max_connections_per_ip, "16", "serve",
+    FI("max_connections_per_ip", max_connections_per_ip, "16", 1, 65536, "serve",
       "connections one client address may hold at once (further ones are closed at accept)"),
     F("api_key_file", T_PATH, api_key_file, "", "serve",
       "file whose first line is the API key (or set PROJMT_API_KEY): unlike --api-key, not shown by ps"),
@@ -225,6 +241,14 @@ static int set_field(pmt_config *cfg, const field *f, const char *value, char *e
     errno = 0;
     switch (f->type) {
     case T_INT:
+        if (f->min < f->max) {
+            if (pmt_parse_int(value, f->min, f->max, (int *)p) != 0) {
+                snprintf(err, errlen, "invalid value '%s' for '%s': an integer from %d to %d (%s)", value, f->key,
+                         f->min, f->max, f->help);
+                return -1;
+            }
+            return 0;
+        }
         if (pmt_parse_int(value, -2147483647, 2147483647, (int *)p) != 0) goto bad;
         return 0;
     case T_ULONG: {

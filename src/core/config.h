@@ -110,7 +110,19 @@ typedef struct pmt_config {
     int max_length_const;
     int compute_type;               /* pmt_compute_type of decoding */
 
-    /* ---- serve (`projmt serve`; its other options are the command's own) ---- */
+    /* ---- serve (`projmt serve`; --api-key stays the command's own: a
+     * secret is never printed by --dump-config nor stored in a checkpoint) ---- */
+    char host[256];                 /* address to bind */
+    int port;                       /* 0 = any free port */
+    char card[PMT_PATH_MAX];        /* model card ("" = README.md beside the model) */
+    int max_batch;                  /* sentences decoded together */
+    int max_wait_ms;                /* wait for a batch to fill */
+    int max_beam;                   /* largest beam_size a request may ask for */
+    int max_sentences;              /* lines per request */
+    int max_chars;                  /* characters per line */
+    int max_body;                   /* bytes per request body */
+    int timeout;                    /* idle seconds before a connection is closed */
+    int max_connections;            /* concurrent connections */
     int drain_timeout;              /* seconds SIGTERM waits for requests in flight */
     int request_timeout;            /* seconds from a request's headers to its answer */
     int max_connections_per_ip;     /* connections one client address may hold */
