@@ -383,6 +383,21 @@ static void convert_row_native(uint16_t *dst, const float *src, int cols, float 
     convert_row(dst, src, cols, _mm512_set1_ps(scale));
 }
 
+uint16_t pmt_bf16_from_float(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN stays NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);                                           /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+float pmt_bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 /* Without avx512_bf16 (only reached by a caller that skipped the checks:
  * training refuses such a CPU) the portable rounding stands in, never an
  * illegal instruction; it keeps fp32 subnormals. */

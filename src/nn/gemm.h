@@ -112,6 +112,10 @@ int pmt_gemm_bf16_reserve(size_t max_a, size_t max_b, char *err, size_t errlen);
 int pmt_gemm_set_precision(int precision);
 int pmt_gemm_precision(void);
 
+/* bf16: the upper 16 bits of x rounded to nearest even (NaN stays NaN). */
+uint16_t pmt_bf16_from_float(float x);
+float pmt_bf16_to_float(uint16_t h);
+
 /* dst [rows, cols] (dense) = bf16(scale · src) for src [rows, cols] with
  * leading dimension ld, rounded to nearest even with the CPU's conversion
  * (vcvtneps2bf16: NaN stays NaN; fp32 subnormals become ±0). The
@@ -231,10 +235,6 @@ int pmt_int8_matmul_rows(int N);
  * linear_forward_int8. */
 int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale,
                                const float *b, int N, const pmt_int8_scratch *scratch);
-
-/* bf16: the upper 16 bits of x rounded to nearest even (NaN stays NaN). */
-uint16_t pmt_bf16_from_float(float x);
-float pmt_bf16_to_float(uint16_t h);
 
 /* A bf16 weight matrix [OUT, IN] and the oneDNN matmul that multiplies by
  * it (any number of rows, bias optional). Opaque; owns its copy of w. */

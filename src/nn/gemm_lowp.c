@@ -465,21 +465,6 @@ struct pmt_bf16_matmul {
     size_t pad_bytes;            /* its scratchpad (user mode: the caller's memory) */
 };
 
-uint16_t pmt_bf16_from_float(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN stays NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                                           /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
-
-float pmt_bf16_to_float(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 pmt_bf16_matmul *pmt_bf16_matmul_init(const float *w, int IN, int OUT, int with_bias, char *err, size_t errlen) {
     ensure_setup();
     pmt_bf16_matmul *mm = calloc(1, sizeof *mm);
