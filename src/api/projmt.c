@@ -28,6 +28,7 @@ enum { DEFAULT_BATCH = 64, DEFAULT_BEAM = 4 };
 
 struct projmt_translator {
     pmt_translator tr;
+    pmt_decode_options base;     /* the config's decoding defaults: what options left at 0 mean */
     pmt_aligner aligner;
     int have_aligner;
     int threads;
@@ -82,6 +83,7 @@ projmt_translator *projmt_translator_new(const char *model_path, const projmt_lo
     pmt_decode_options_from_config(&opt, &cfg);
     opt.compute_type = compute_type;
     opt.beam_size = DEFAULT_BEAM;
+    t->base = opt;
     char err[768];
     if (pmt_translator_load(&t->tr, model_path, &opt, o->max_batch ? o->max_batch : DEFAULT_BATCH, err, sizeof err) !=
         0) {
@@ -105,18 +107,13 @@ const char *projmt_translator_compute(const projmt_translator *t) { return t ? t
 
 /* The translator's search options for these API options. 0, or -1 (error set). */
 static int search_options(const projmt_translator *t, const projmt_translate_options *o, pmt_decode_options *opt) {
-    *opt = t->tr.opt;
+    *opt = t->base;
     opt->beam_size = o->beam_size ? o->beam_size : DEFAULT_BEAM;
     opt->n_best = o->num_hypotheses ? o->num_hypotheses : 1;
     opt->normalize = o->length_penalty < 0 ? 1.0 : o->length_penalty;
     if (o->max_decoding_length > 0) {
         opt->max_length_factor = 0.0;
         opt->max_length_const = o->max_decoding_length;
-    } else {
-        pmt_config cfg;
-        pmt_config_defaults(&cfg);
-        opt->max_length_factor = cfg.max_length_factor;
-        opt->max_length_const = cfg.max_length_const;
     }
     if (opt->beam_size < 1 || opt->beam_size > 64 || opt->n_best < 1 || opt->n_best > opt->beam_size ||
         o->max_decoding_length < 0) {

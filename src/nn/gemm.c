@@ -105,8 +105,7 @@ int pmt_gemm_take_error(char *err, size_t errlen) {
     return -1;
 }
 
-/* C [M, N] (leading dimension ldc) = NaN: what a failed product leaves. */
-static void fail_output(float *C, int M, int N, int ldc) {
+void pmt_gemm_fail_output(float *C, int M, int N, int ldc) {
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = NAN;
 }
@@ -176,7 +175,7 @@ static void sgemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const
                          const float *B, int ldb, float beta, float *C, int ldc) {
     dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     if (st != dnnl_success) {
-        fail_output(C, M, N, ldc);
+        pmt_gemm_fail_output(C, M, N, ldc);
         pmt_gemm_record_error("internal error: dnnl_sgemm(%c%c, M=%d N=%d K=%d, ld %d/%d/%d) returned status %d",
                               ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, lda, ldb, ldc, (int)st);
     }
@@ -286,7 +285,7 @@ static void matmul_run(int ta, int tb, int M, int N, int K, const uint16_t *A, i
     const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate, NULL, NULL, NULL, NULL, 0};
     matmul_entry *e = cache_get(&key);
     if (!e) {
-        fail_output(C, M, N, ldc);
+        pmt_gemm_fail_output(C, M, N, ldc);
         return;
     }
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
@@ -296,7 +295,7 @@ static void matmul_run(int ta, int tb, int M, int N, int K, const uint16_t *A, i
              dnnl_primitive_execute(e->prim, g_stream, 3, args) == dnnl_success &&
              dnnl_stream_wait(g_stream) == dnnl_success;
     if (!ok) {
-        fail_output(C, M, N, ldc);
+        pmt_gemm_fail_output(C, M, N, ldc);
         pmt_gemm_record_error("oneDNN bf16 matmul failed (M=%d N=%d K=%d)", M, N, K);
     }
 }
@@ -434,7 +433,7 @@ static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float al
                        float *C, int ldc) {
     const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
     if ((!A16 && (size_t)a_rows * a_cols > g_ws_a_cap) || (!B16 && (size_t)b_rows * b_cols > g_ws_b_cap)) {
-        fail_output(C, M, N, ldc);
+        pmt_gemm_fail_output(C, M, N, ldc);
         pmt_gemm_record_error("internal error: bf16 product M=%d N=%d K=%d exceeds the reserved workspace (%zu / %zu "
                               "values)", M, N, K, g_ws_a_cap, g_ws_b_cap);
         return;
@@ -462,7 +461,7 @@ static void sgemm_on(pmt_gemm_backend backend, int same_a, int ta, int tb, int M
                      float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (!pmt_gemm_available(backend)) {
-        fail_output(C, M, N, ldc);
+        pmt_gemm_fail_output(C, M, N, ldc);
         pmt_gemm_record_error("internal error: matrix-product backend %d is not built in", (int)backend);
         return;
     }
@@ -475,7 +474,7 @@ static void sgemm_on(pmt_gemm_backend backend, int same_a, int ta, int tb, int M
     if (g_precision == PMT_PRECISION_BF16 && (beta == 0.0f || beta == 1.0f)) {
         sgemm_bf16(same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
     } else if (!A || !B) {
-        fail_output(C, M, N, ldc);
+        pmt_gemm_fail_output(C, M, N, ldc);
         pmt_gemm_record_error("internal error: an fp32 product was given only bf16 operands");
     } else {
         if (backend == PMT_GEMM_ONEDNN)

@@ -15,5 +15,8 @@ int pmt_dnnl_cpu(dnnl_engine_t *engine, dnnl_stream_t *stream);
 /* Records a failed product as the calling thread's error (the first one
  * sticks until pmt_gemm_take_error of nn/gemm.h takes it). */
 void pmt_gemm_record_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* C [M, N] (leading dimension ldc) = NaN: what a failed product leaves, so
+ * that nothing wrong passes for a result. */
+void pmt_gemm_fail_output(float *C, int M, int N, int ldc);
 
 #endif

@@ -88,10 +88,6 @@ static void rescale_rows(float *out, const int32_t *acc, const int32_t *acc_lo, 
     }
 }
 
-static void fill_nan(float *out, size_t n) {
-    for (size_t i = 0; i < n; i++) out[i] = NAN;
-}
-
 /* ------------------------------------------------------------------ */
 /* the path of this CPU and the test hook                              */
 
@@ -144,9 +140,9 @@ const char *pmt_int8_path_name(void) {
 
 long pmt_int8_fallback_count(void) { return atomic_load(&g_fallbacks); }
 
-/* A failed product: its output NaN and the thread's error recorded. */
-static int product_failed(float *out, size_t n, const char *what, int rows, int IN, int OUT) {
-    fill_nan(out, n);
+/* A failed product: its output [rows, OUT] NaN and the thread's error recorded. */
+static int product_failed(float *out, const char *what, int rows, int IN, int OUT) {
+    pmt_gemm_fail_output(out, rows, OUT, OUT);
     pmt_gemm_record_error("oneDNN cannot run the %s product of [%d, %d] x [%d, %d] on this CPU (%s); "
                           "--compute-type fp32 avoids it", what, rows, IN, IN, OUT, pmt_cpu_isa_name());
     return -1;
@@ -397,8 +393,8 @@ static int int8_product_ok(float *out, const pmt_int8_matmul *mm, int N, const p
         return -1;
     }
     if (mm->n_parts == 2 && !s->acc_lo)
-        return product_failed(out, (size_t)N * mm->OUT, "int8 (no acc_lo scratch)", N, mm->IN, mm->OUT);
-    if (hook_hits(PMT_LOWP_HOOK_FAIL, N)) return product_failed(out, (size_t)N * mm->OUT, "int8", N, mm->IN, mm->OUT);
+        return product_failed(out, "int8 (no acc_lo scratch)", N, mm->IN, mm->OUT);
+    if (hook_hits(PMT_LOWP_HOOK_FAIL, N)) return product_failed(out, "int8", N, mm->IN, mm->OUT);
     return 0;
 }
 
@@ -407,7 +403,7 @@ int linear_forward_int8(float *out, const float *in, const pmt_int8_matmul *mm, 
     if (N <= 0) return 0;
     if (int8_product_ok(out, mm, N, s) != 0) return -1;
     pmt_int8_quantize_rows(s->xq, s->x_scale, in, N, mm->IN);
-    if (one_call_products(mm, N, s) != 0) return product_failed(out, (size_t)N * mm->OUT, "int8", N, mm->IN, mm->OUT);
+    if (one_call_products(mm, N, s) != 0) return product_failed(out, "int8", N, mm->IN, mm->OUT);
     rescale_rows(out, s->acc, mm->n_parts == 2 ? s->acc_lo : NULL, s->x_scale, w_scale, b, N, mm->OUT);
     return 0;
 }
@@ -440,7 +436,7 @@ int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm,
     /* The padding rows multiply too: zeros, so nothing uninitialised is read. */
     memset(s->xq + (size_t)N * mm->IN, 0, (size_t)(rows - N) * mm->IN);
     int32_t *acc_lo = mm->n_parts == 2 ? s->acc_lo : NULL;
-    if (prepare_slot(mm, rows) != 0) return product_failed(out, (size_t)N * mm->OUT, "int8", N, mm->IN, mm->OUT);
+    if (prepare_slot(mm, rows) != 0) return product_failed(out, "int8", N, mm->IN, mm->OUT);
     const int8_rows_slot *slot = &mm->slots[rows / INT8_ROW_STEP - 1];
     int rc;
     if (slot->one_call) {
@@ -450,7 +446,7 @@ int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm,
         rc = run_packed(mm, slot, rows, 0, s->acc, s);
         if (rc == 0 && acc_lo) rc = run_packed(mm, slot, rows, 1, acc_lo, s);
     }
-    if (rc != 0) return product_failed(out, (size_t)N * mm->OUT, "int8", N, mm->IN, mm->OUT);
+    if (rc != 0) return product_failed(out, "int8", N, mm->IN, mm->OUT);
     rescale_rows(out, s->acc, acc_lo, s->x_scale, w_scale, b, N, mm->OUT);
     return 0;
 }
@@ -522,7 +518,7 @@ int linear_forward_bf16(float *out, const float *in, const pmt_bf16_matmul *mm, 
                         uint16_t *xs, void *pad) {
     if (N <= 0) return 0;
     if (!b != !mm->with_bias || hook_hits(PMT_LOWP_HOOK_FAIL, N))
-        return product_failed(out, (size_t)N * mm->OUT, !b != !mm->with_bias ? "bf16 (bias mismatch)" : "bf16", N,
+        return product_failed(out, !b != !mm->with_bias ? "bf16 (bias mismatch)" : "bf16", N,
                               mm->IN, mm->OUT);
     const size_t n_in = (size_t)N * mm->IN;
 #pragma omp parallel for schedule(static) if (n_in > 32768)
@@ -541,5 +537,5 @@ int linear_forward_bf16(float *out, const float *in, const pmt_bf16_matmul *mm, 
     dnnl_memory_t mems[5] = {src, wei, dst, bia, spad};
     for (int i = 0; i < 5; i++)
         if (mems[i]) dnnl_memory_destroy(mems[i]);
-    return ok ? 0 : product_failed(out, (size_t)N * mm->OUT, "bf16", N, mm->IN, mm->OUT);
+    return ok ? 0 : product_failed(out, "bf16", N, mm->IN, mm->OUT);
 }
