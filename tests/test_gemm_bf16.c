@@ -31,6 +31,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +317,102 @@ static void test_caller_copies(void) {
     free(logits); free(d1); free(d2); free(d16); free(e16);
 }
 
+/* The kernels that read or write bf16 without an fp32 matrix beside it:
+ *   - pmt_gemm_bf16_out (bias, ReLU and rounding in the matmul's epilogue)
+ *     against the fp32-output product of the same bf16 operands, bias and
+ *     ReLU added after, rounded: equal to one bf16 step (the epilogue may
+ *     add the bias into the accumulator in another order), and exactly 0
+ *     where the ReLU cut; outside the bf16 precision it refuses with NaN;
+ *   - crossentropy_fused_bf16_logits: the bits of crossentropy_fused_bf16
+ *     run on the widened bf16 logits (loss, NLL, argmax hits, the rounded
+ *     gradient), in place and with an fp32 gradient kept instead;
+ *   - relu_backward_inplace_lp16: the bits of relu_backward_inplace_lp with
+ *     the gate of the widened bf16 output. */
+static void test_bf16_output_kernels(void) {
+    enum { M = 37, K = 48, N = 70 };
+    float *a = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N);
+    float *ref = malloc(sizeof(float) * M * N);
+    uint16_t *a16 = malloc(sizeof(uint16_t) * M * K), *w16 = malloc(sizeof(uint16_t) * N * K);
+    uint16_t *out16 = malloc(sizeof(uint16_t) * M * N);
+    fill(a, M * K, 41);
+    fill(w, N * K, 42);
+    fill(bias, N, 43);
+    pmt_bf16_convert(a16, a, M, K, K, 1.0f);
+    pmt_bf16_convert(w16, w, N, K, K, 1.0f);
+    pmt_gemm_set_precision(PMT_PRECISION_BF16);
+    for (int relu = 0; relu <= 1; relu++) {
+        linear_relu_forward_bf16(out16, a16, w16, bias, M, K, N);
+        if (!relu) pmt_gemm_bf16_out(0, 1, M, N, K, a16, w16, bias, 0, out16, N);
+        pmt_sgemm_lp(0, 0, 1, M, N, K, 1.0f, NULL, a16, K, NULL, w16, K, 0.0f, ref, N);
+        int far = 0, cut = 0, zeros_ok = 1;
+        for (int i = 0; i < M * N; i++) {
+            float x = ref[i] + bias[i % N];
+            if (relu && x <= 0.0f) {
+                cut++;
+                zeros_ok &= out16[i] == 0;
+                continue;
+            }
+            const float got = pmt_bf16_to_float(out16[i]);
+            far += fabsf(got - x) > fabsf(x) * (1.0f / 128.0f) + 1e-6f;   /* one bf16 step */
+        }
+        CHECK_MSG(far == 0 && zeros_ok, "pmt_gemm_bf16_out (relu %d): %d values beyond one bf16 step, zeros %s", relu,
+                  far, zeros_ok ? "ok" : "not zero");
+        if (relu) CHECK_MSG(cut > M * N / 5, "the test's ReLU cut only %d of %d values", cut, M * N);
+    }
+    CHECK(pmt_gemm_take_error(NULL, 0) == 0);
+    pmt_gemm_set_precision(PMT_PRECISION_FP32);
+    pmt_gemm_bf16_out(0, 1, M, N, K, a16, w16, bias, 1, out16, N);
+    char err[256];
+    CHECK_MSG(out16[0] == 0x7fc0 && out16[M * N - 1] == 0x7fc0 && pmt_gemm_take_error(err, sizeof err) == -1,
+              "a bf16-output product outside the bf16 precision must fail loudly");
+    pmt_gemm_set_precision(PMT_PRECISION_BF16);
+
+    enum { R = 6, V = 1000 };
+    float *logits = malloc(sizeof(float) * R * V), *d1 = malloc(sizeof(float) * R * V);
+    float *d3 = malloc(sizeof(float) * R * V), *scratch = malloc(sizeof(float) * V * (size_t)omp_get_max_threads());
+    uint16_t *l16 = malloc(sizeof(uint16_t) * R * V), *g16 = malloc(sizeof(uint16_t) * R * V);
+    uint16_t *e16 = malloc(sizeof(uint16_t) * R * V);
+    const int32_t targets[R] = {5, 0, 999, 0, 17, 512};   /* rows 1 and 3 ignored (id 0) */
+    fill(logits, R * V, 44);
+    for (int i = 0; i < R * V; i++) logits[i] *= 8.0f;
+    pmt_bf16_convert(l16, logits, R, V, V, 1.0f);
+    for (int i = 0; i < R * V; i++) logits[i] = pmt_bf16_to_float(l16[i]);
+    const float scale = 1.0f / 37.0f;
+    float loss1[R], loss2[R], loss3[R], nll1[R], nll2[R], nll3[R];
+    int c1 = -1, c2 = -2, c3 = -3;
+    const int n1 = crossentropy_fused_bf16(loss1, nll1, d1, e16, scale, logits, targets, R, V, 0.1f, 0, &c1);
+    memcpy(g16, l16, sizeof(uint16_t) * R * V);
+    const int n2 = crossentropy_fused_bf16_logits(loss2, nll2, g16, scale, NULL, targets, R, V, 0.1f, 0, &c2,
+                                                  scratch);
+    CHECK(n1 == 4 && n2 == n1 && c2 == c1);
+    CHECK_MSG(same_bits(loss1, loss2, R) && same_bits(nll1, nll2, R), "bf16-logits cross-entropy: loss or NLL differ");
+    CHECK_MSG(memcmp(g16, e16, sizeof(uint16_t) * R * V) == 0, "bf16-logits cross-entropy: rounded gradient differs");
+    const int n3 = crossentropy_fused_bf16_logits(loss3, nll3, l16, 0.0f, d3, targets, R, V, 0.1f, 0, &c3, NULL);
+    CHECK_MSG(n3 == n1 && c3 == c1 && same_bits(d3, d1, R * V) && same_bits(loss3, loss1, R),
+              "bf16-logits cross-entropy with an fp32 gradient differs from crossentropy_fused");
+
+    enum { NE = 5000 };
+    float *x = malloc(sizeof(float) * NE), *h = malloc(sizeof(float) * NE), *y1 = malloc(sizeof(float) * NE);
+    float *y2 = malloc(sizeof(float) * NE);
+    uint16_t *h16 = malloc(sizeof(uint16_t) * NE), *y16a = malloc(sizeof(uint16_t) * NE);
+    uint16_t *y16b = malloc(sizeof(uint16_t) * NE);
+    fill(x, NE, 45);
+    fill(h, NE, 46);
+    for (int i = 0; i < NE; i++) h[i] = h[i] > 0.0f ? h[i] : (i % 3 ? 0.0f : -0.0f);   /* ReLU outputs, ±0 */
+    pmt_bf16_convert(h16, h, 1, NE, NE, 1.0f);
+    for (int i = 0; i < NE; i++) h[i] = pmt_bf16_to_float(h16[i]);
+    memcpy(y1, x, sizeof(float) * NE);
+    memcpy(y2, x, sizeof(float) * NE);
+    relu_backward_inplace_lp(y1, y16a, h, NE);
+    relu_backward_inplace_lp16(y2, y16b, h16, NE);
+    CHECK_MSG(same_bits(y1, y2, NE) && memcmp(y16a, y16b, sizeof(uint16_t) * NE) == 0,
+              "relu_backward_inplace_lp16 differs from the fp32-gated kernel");
+    pmt_gemm_set_precision(PMT_PRECISION_FP32);
+    free(a); free(w); free(bias); free(ref); free(a16); free(w16); free(out16);
+    free(logits); free(d1); free(d3); free(scratch); free(l16); free(g16); free(e16);
+    free(x); free(h); free(y1); free(y2); free(h16); free(y16a); free(y16b);
+}
+
 int main(void) {
     test_refusal();
     if (!pmt_cpu_has_bf16()) {
@@ -326,5 +423,6 @@ int main(void) {
     test_conversion();
     test_products();
     test_caller_copies();
+    test_bf16_output_kernels();
     return test_finish();
 }

@@ -1,7 +1,8 @@
 /*
  * test_optim.c — Adam(W) against a hand computation, the learning-rate
  * schedule at known steps, clipping to the global norm, weight decay only on
- * matrices, NaN/Inf steps skipped without touching the state.
+ * matrices, NaN/Inf steps skipped without touching the state, and the bf16
+ * copy of the parameters an update can write in the same pass.
  */
 #include <math.h>
 #include <omp.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "train/optim.h"
+#include "nn/gemm.h"
 #include "core/rng.h"
 #include "testutil.h"
 
@@ -158,8 +160,48 @@ static void test_nan_skip(void) {
     pmt_optim_free(&o);
 }
 
+/* The bf16 copy an update writes (pmt_optim_keep_bf16_copy): the bits of
+ * pmt_bf16_convert of the updated parameters, over several chunks and a
+ * tail; the fp32 update itself is the one without a copy, bit for bit; a
+ * skipped step writes nothing. */
+static void test_bf16_copy(void) {
+    enum { NB = 2048 * 3 + 77 };
+    const pmt_tensor big[1] = {{"w", 0, NB, 1, NB}};
+    pmt_config cfg;
+    small_config(&cfg, 0.01, 1.0);
+    pmt_optim with, without;
+    char err[128];
+    CHECK(pmt_optim_init(&with, &cfg, big, 1, NB, err, sizeof err) == 0);
+    CHECK(pmt_optim_init(&without, &cfg, big, 1, NB, err, sizeof err) == 0);
+    float *p1 = malloc(sizeof(float) * NB), *p2 = malloc(sizeof(float) * NB), *g = malloc(sizeof(float) * NB);
+    uint16_t *copy = malloc(sizeof(uint16_t) * NB), *expect = malloc(sizeof(uint16_t) * NB);
+    pmt_rng rng = {17};
+    for (int i = 0; i < NB; i++) {
+        p1[i] = p2[i] = (float)(2.0 * pmt_rng_uniform(&rng) - 1.0);
+        g[i] = (float)(pmt_rng_uniform(&rng) - 0.5);
+    }
+    memset(copy, 0xff, sizeof(uint16_t) * NB);
+    pmt_optim_keep_bf16_copy(&with, copy);
+    double gn, lr;
+    for (int t = 1; t <= 3; t++) {
+        CHECK(pmt_optim_step(&with, p1, g, 1.0, t, &gn, &lr) == PMT_STEP_APPLIED);
+        CHECK(pmt_optim_step(&without, p2, g, 1.0, t, &gn, &lr) == PMT_STEP_APPLIED);
+    }
+    pmt_bf16_convert(expect, p1, 1, NB, NB, 1.0f);
+    CHECK_MSG(memcmp(p1, p2, sizeof(float) * NB) == 0, "keeping a bf16 copy changed the fp32 update");
+    CHECK_MSG(memcmp(copy, expect, sizeof(uint16_t) * NB) == 0, "the update's bf16 copy differs from pmt_bf16_convert");
+    g[5] = NAN;
+    memset(copy, 0xff, sizeof(uint16_t) * NB);
+    CHECK(pmt_optim_step(&with, p1, g, 1.0, 4, &gn, &lr) == PMT_STEP_SKIPPED);
+    CHECK_MSG(copy[0] == 0xffff && copy[NB - 1] == 0xffff, "a skipped step wrote the bf16 copy");
+    pmt_optim_free(&with);
+    pmt_optim_free(&without);
+    free(p1); free(p2); free(g); free(copy); free(expect);
+}
+
 int main(void) {
     test_adam_by_hand();
+    test_bf16_copy();
     test_decay_skips_vectors();
     test_schedule();
     test_clipping();

@@ -82,27 +82,33 @@ static void print_result(const pmt_bench_result *r, double base_ms) {
            "peak RSS %6.0f MiB | time ratio %.3f\n",
            r->mode, r->params, r->flops_per_token / 1e6, r->ms_per_step, r->tokens_per_s, r->gflops, r->pct_of_peak,
            r->peak_rss_mib, r->ms_per_step / base_ms);
-    printf("%-34s step time: GEMM %.1f%% | attention %.1f%% | element-wise %.1f%% | optimizer %.1f%% | "
-           "CPU %.1f ms/step\n", "", r->phase_pct[PMT_BENCH_GEMM], r->phase_pct[PMT_BENCH_ATTENTION],
-           r->phase_pct[PMT_BENCH_ELEMENTWISE], r->phase_pct[PMT_BENCH_OPTIMIZER], r->cpu_ms_per_step);
+    printf("%-34s step time:", "");
+    for (int k = 0; k < PMT_BENCH_PHASES; k++)
+        printf("%s %s %.1f%%", k ? " |" : "", pmt_bench_phase_names[k], r->phase_pct[k]);
+    printf(" | CPU %.1f ms/step\n", r->cpu_ms_per_step);
+    printf("%-34s products alone: %.1f GFLOP/s = %.1f%% of the %s peak\n", "", r->product_gflops,
+           r->product_pct_of_peak, strstr(r->mode, " bf16") ? "bf16 (rounded operands)" : "sgemm");
 }
 
-static void print_json(const pmt_bench_result *r, int n, const double *peaks, int threads, int synthetic) {
+static void print_json(const pmt_bench_result *r, int n, const pmt_bench_peaks *peaks, int threads, int synthetic) {
     printf("{\"cpu_isa\":\"%s\",\"gemm_backend\":\"%s\",\"sgemm_peak_gflops\":%.2f,\"sgemm_peaks\":{", pmt_cpu_isa_name(),
-           pmt_gemm_name(pmt_gemm_active()), peaks[pmt_gemm_active()]);
+           pmt_gemm_name(pmt_gemm_active()), peaks->sgemm[pmt_gemm_active()]);
     for (int be = 0; be < PMT_GEMM_BACKENDS; be++)
-        printf("%s\"%s\":%.2f", be ? "," : "", pmt_gemm_name((pmt_gemm_backend)be), peaks[be]);
-    printf("},\"bf16_peak_gflops\":%.2f,\"threads\":%d,\"batches\":\"%s\",\"modes\":[", peaks[PMT_GEMM_BACKENDS], threads,
-           synthetic ? "synthetic" : "corpus");
-    for (int i = 0; i < n; i++)
-        printf("%s{\"mode\":\"%s\",\"params\":%zu,\"flops_per_token\":%.0f,\"ms_per_step\":%.3f,\"cpu_ms_per_step\":%.3f,\"tokens_per_s\":%.1f,"
-               "\"gflops\":%.3f,\"pct_of_peak\":%.2f,\"peak_rss_mib\":%.1f,\"time_ratio\":%.4f,"
-               "\"phase_pct\":{\"gemm\":%.2f,\"attention\":%.2f,\"elementwise\":%.2f,\"optimizer\":%.2f}}",
+        printf("%s\"%s\":%.2f", be ? "," : "", pmt_gemm_name((pmt_gemm_backend)be), peaks->sgemm[be]);
+    printf("},\"bf16_peak_gflops\":%.2f,\"bf16_peak_rounded_gflops\":%.2f,\"threads\":%d,\"batches\":\"%s\","
+           "\"modes\":[", peaks->bf16_convert, peaks->bf16, threads, synthetic ? "synthetic" : "corpus");
+    static const char *const keys[PMT_BENCH_PHASES] = {"gemm",      "bf16_rounding", "attention", "layernorm",
+                                                       "loss",      "elementwise",   "optimizer"};
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"mode\":\"%s\",\"params\":%zu,\"flops_per_token\":%.0f,\"ms_per_step\":%.3f,\"cpu_ms_per_step\":%.3f,"
+               "\"tokens_per_s\":%.1f,\"gflops\":%.3f,\"pct_of_peak\":%.2f,\"product_gflops\":%.3f,"
+               "\"product_pct_of_peak\":%.2f,\"peak_rss_mib\":%.1f,\"time_ratio\":%.4f,\"phase_pct\":{",
                i ? "," : "", r[i].mode, r[i].params, r[i].flops_per_token, r[i].ms_per_step, r[i].cpu_ms_per_step,
-               r[i].tokens_per_s,
-               r[i].gflops, r[i].pct_of_peak, r[i].peak_rss_mib, r[i].ms_per_step / r[0].ms_per_step,
-               r[i].phase_pct[PMT_BENCH_GEMM], r[i].phase_pct[PMT_BENCH_ATTENTION],
-               r[i].phase_pct[PMT_BENCH_ELEMENTWISE], r[i].phase_pct[PMT_BENCH_OPTIMIZER]);
+               r[i].tokens_per_s, r[i].gflops, r[i].pct_of_peak, r[i].product_gflops, r[i].product_pct_of_peak,
+               r[i].peak_rss_mib, r[i].ms_per_step / r[0].ms_per_step);
+        for (int k = 0; k < PMT_BENCH_PHASES; k++) printf("%s\"%s\":%.2f", k ? "," : "", keys[k], r[i].phase_pct[k]);
+        printf("}}");
+    }
     printf("]}\n");
 }
 
@@ -288,22 +294,27 @@ int cmd_bench(int argc, char **argv) {
     /* Both backends' peaks, side by side in this run; % of peak is of the
      * active one (the one the steps use), or of the bf16 product's peak
      * (peaks[PMT_GEMM_BACKENDS]) for bf16 steps. */
-    double peaks[PMT_GEMM_BACKENDS + 1] = {0};
+    pmt_bench_peaks peaks;
+    memset(&peaks, 0, sizeof peaks);
     for (int be = 0; be < PMT_GEMM_BACKENDS; be++)
-        peaks[be] = pmt_bench_sgemm_peak((pmt_gemm_backend)be, PMT_PRECISION_FP32, 2048, 7);
-    if (want_bf16) peaks[PMT_GEMM_BACKENDS] = pmt_bench_sgemm_peak(pmt_gemm_active(), PMT_PRECISION_BF16, 2048, 7);
+        peaks.sgemm[be] = pmt_bench_sgemm_peak((pmt_gemm_backend)be, PMT_PRECISION_FP32, 0, 2048, 7);
+    if (want_bf16) {
+        peaks.bf16_convert = pmt_bench_sgemm_peak(pmt_gemm_active(), PMT_PRECISION_BF16, 0, 2048, 7);
+        peaks.bf16 = pmt_bench_sgemm_peak(pmt_gemm_active(), PMT_PRECISION_BF16, 1, 2048, 7);
+    }
     const pmt_gemm_backend active = pmt_gemm_active();
-    double peak = peaks[active];
     printf("projmt bench: CPU %s (oneDNN's effective ISA), %d threads, matrix products by %s; sgemm peak (2048^3, "
            "median of 7):", pmt_cpu_isa_name(), threads, pmt_gemm_name(active));
     for (int be = 0; be < PMT_GEMM_BACKENDS; be++) {
         if (pmt_gemm_available((pmt_gemm_backend)be))
-            printf(" %s %.1f GFLOP/s%s", pmt_gemm_name((pmt_gemm_backend)be), peaks[be], be == (int)active ? " (active)" : "");
+            printf(" %s %.1f GFLOP/s%s", pmt_gemm_name((pmt_gemm_backend)be), peaks.sgemm[be], be == (int)active ? " (active)" : "");
         else
             printf(" %s not built in", pmt_gemm_name((pmt_gemm_backend)be));
         printf(be + 1 < PMT_GEMM_BACKENDS ? "," : "");
     }
-    if (want_bf16) printf(", bf16 matmul %.1f GFLOP/s (with conversion)", peaks[PMT_GEMM_BACKENDS]);
+    if (want_bf16)
+        printf(", bf16 matmul %.1f GFLOP/s (with conversion), %.1f GFLOP/s (operands already bf16)", peaks.bf16_convert,
+               peaks.bf16);
     printf("\n");
     printf("  batch %d tokens, %s batches, vocab %d, %d timed steps after %d warm-up\n",
            cfg.batch_tokens, have_corpus ? "corpus" : "synthetic", V, steps, warmup);
@@ -328,8 +339,7 @@ int cmd_bench(int argc, char **argv) {
             pmt_config mcfg = cfg;
             mcfg.precision = precisions[p];
             if (apply_mode(&mcfg, mode) != 0) { fprintf(stderr, "projmt bench: unknown mode '%s'\n", mode); rc = 2; break; }
-            const double run_peak = precisions[p] == PMT_PRECISION_BF16 ? peaks[PMT_GEMM_BACKENDS] : peak;
-            if (pmt_bench_train(&mcfg, have_corpus ? &corpus : NULL, V, warmup, steps, run_peak, &results[n], err,
+            if (pmt_bench_train(&mcfg, have_corpus ? &corpus : NULL, V, warmup, steps, &peaks, &results[n], err,
                                 sizeof err) != 0) {
                 fprintf(stderr, "projmt bench: %s\n", err);
                 rc = 1;
@@ -349,7 +359,7 @@ int cmd_bench(int argc, char **argv) {
         printf("time ratio %s / %s = %.3f (FLOP ratio %.3f)\n", results[n_precisions].mode, results[0].mode,
                results[n_precisions].ms_per_step / results[0].ms_per_step,
                results[n_precisions].flops_per_token / results[0].flops_per_token);
-    if (rc == 0 && json) print_json(results, n, peaks, threads, !have_corpus);
+    if (rc == 0 && json) print_json(results, n, &peaks, threads, !have_corpus);
     if (have_corpus) pmt_corpus_free(&corpus);
     return rc;
 }

@@ -15,6 +15,7 @@
 #include "model/model.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,8 @@ typedef struct block_act {
     int ldq, ldkv;
     float *att;                /* heads concatenated, before W_O [N, C] */
     float *probs;              /* [B, NH, Tq, Tk] */
-    float *h;                  /* FFN hidden after ReLU [N, F] */
+    float *h;                  /* FFN hidden after ReLU [N, F] (not written by a bf16 training
+                                  pass, whose hidden layer is h16 alone) */
     float *out;                /* x_in + dropout(sublayer) [N, C]; the sublayer output is
                                   written here first and the fused dropout + residual
                                   pass updates it in place (no mask is stored: backward
@@ -694,10 +696,29 @@ static void model_linear(pmt_model *m, float *out, const float *in, const float 
 /* params16 = bf16(params), in rows so the conversion runs on every thread. */
 static void round_params_bf16(pmt_model *m) {
     enum { ROW = 4096 };
+    const double t0 = pmt_profile_begin();
     const size_t full = m->n_params / ROW, tail = m->n_params % ROW;
     if (full) pmt_bf16_convert(m->params16, m->params, (int)full, ROW, ROW, 1.0f);
     if (tail) pmt_bf16_convert(m->params16 + full * ROW, m->params + full * ROW, 1, (int)tail, (int)tail, 1.0f);
+    pmt_profile_end(PMT_PHASE_CONVERT, t0);
 }
+
+/* LayerNorm forward/backward, timed as the step profile's LayerNorm phase. */
+static void norm_forward(float *out, uint16_t *out16, float *mean, float *rstd, const float *inp, const float *w,
+                         const float *b, int N, int C) {
+    const double t0 = pmt_profile_begin();
+    layernorm_forward_lp(out, out16, mean, rstd, inp, w, b, N, C);
+    pmt_profile_end(PMT_PHASE_NORM, t0);
+}
+
+static void norm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                          const float *mean, const float *rstd, int N, int C, float *scratch) {
+    const double t0 = pmt_profile_begin();
+    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch);
+    pmt_profile_end(PMT_PHASE_NORM, t0);
+}
+
+void pmt_model_params16_written(pmt_model *m) { m->params16_written = m->params16 != NULL; }
 
 /* ------------------------------------------------------------------ */
 /* forward                                                             */
@@ -755,9 +776,14 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
     model_linear(m, a->out, a->att, p->wo, p->bo, Nq, C, C, &o_lp);
 }
 
+/* In a bf16 training pass the hidden layer exists only in bf16 (h16): the
+ * up product writes it with bias and ReLU applied in its epilogue, and the
+ * down product and the ReLU's backward read it (a->h is not written). */
 static void ffn_sublayer_forward(pmt_model *m, const pmt_ffn_params *p, block_act *a, int N) {
     const linear_bf16 up_lp = lp_of(m, a->ln16, p->w1, 1), down_lp = lp_of(m, a->h16, p->w2, 1);
-    if (m->act->linear_hook) {
+    if (rounding(m) && !m->act->linear_hook) {
+        linear_relu_forward_bf16(a->h16, a->ln16, up_lp.w, p->b1, N, m->C, m->F);
+    } else if (m->act->linear_hook) {
         model_linear(m, a->h, a->ln, p->w1, p->b1, N, m->C, m->F, NULL);
         relu_forward(a->h, a->h, (size_t)N * m->F);
     } else {
@@ -776,7 +802,7 @@ static void block_forward(pmt_model *m, const pmt_attn_params *attn, const pmt_f
                           block_act *a, const float *x_in, const block_io *io) {
     const int N = io->B * io->Tq, C = m->C;
     const float *ln_w = attn ? attn->ln_w : ffn->ln_w, *ln_b = attn ? attn->ln_b : ffn->ln_b;
-    layernorm_forward_lp(a->ln, slot16(m, a->ln16), a->mean, a->rstd, x_in, ln_w, ln_b, N, C);
+    norm_forward(a->ln, slot16(m, a->ln16), a->mean, a->rstd, x_in, ln_w, ln_b, N, C);
     if (attn) attention_sublayer_forward(m, attn, a, io);
     else ffn_sublayer_forward(m, ffn, a, N);
     dropout_residual_forward(a->out, x_in, a->out, (size_t)N * C, dropout_p(m), m->act->dropout_seed,
@@ -806,7 +832,7 @@ static void encoder_forward(pmt_model *m, const int32_t *src, const int32_t *src
         block_forward(m, NULL, &m->enc[l].ffn, &A->enc[l].ffn, A->enc[l].self.out, &io);
         x = A->enc[l].ffn.out;
     }
-    layernorm_forward_lp(A->enc_out, slot16(m, A->enc_out16), A->enc_mean, A->enc_rstd, x, m->enc_ln_w,
+    norm_forward(A->enc_out, slot16(m, A->enc_out16), A->enc_mean, A->enc_rstd, x, m->enc_ln_w,
                          m->enc_ln_b, B * S, m->C);
 }
 
@@ -823,7 +849,7 @@ static void decoder_forward(pmt_model *m, const pmt_batch *b) {
         block_forward(m, NULL, &m->dec[l].ffn, &A->dec[l].ffn, A->dec[l].cross.out, &ffn);
         x = A->dec[l].ffn.out;
     }
-    layernorm_forward(A->dec_out, A->dec_mean, A->dec_rstd, x, m->dec_ln_w, m->dec_ln_b, b->B * b->T, m->C);
+    norm_forward(A->dec_out, NULL, A->dec_mean, A->dec_rstd, x, m->dec_ln_w, m->dec_ln_b, b->B * b->T, m->C);
 }
 
 static void check_batch_fits(const pmt_model *m, int B, int S, int T) {
@@ -861,11 +887,13 @@ static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t drop
     A->dropout_seed = dropout_seed;
     A->logits16_scale = 0.0f;
     A->linear_hook = NULL;
-    if (train && m->params16) round_params_bf16(m);
+    if (train && m->params16 && !m->params16_written) round_params_bf16(m);
+    m->params16_written = 0;   /* the next pass rounds again unless told otherwise */
     encoder_forward(m, b->src, b->src_len, b->B, b->S);
     decoder_forward(m, b);
     const int N = b->B * b->T, C = m->C;
     /* Gather the counted rows (row order kept, so sums run as before). */
+    double t_loss = pmt_profile_begin();
     int Nc = 0;
     for (int i = 0; i < N; i++)
         if (b->tgt_out[i] != PMT_PAD_ID) {
@@ -874,18 +902,44 @@ static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t drop
             Nc++;
         }
     A->logit_rows = Nc;
+    /* A bf16 training step computes the logits in bf16 only: the product
+     * writes them rounded (pmt_gemm_bf16_out) and the cross-entropy turns
+     * them into bf16(dlogits / tokens) in place, so no fp32 [Nc, V] matrix
+     * is written or read; A->logits lends one row per thread as the
+     * cross-entropy's fp32 row. */
+    const int logits_bf16 = rounding(m) && train && omp_get_max_threads() <= m->max_rows;
 #pragma omp parallel for schedule(static) if ((long)Nc * C > OPS_PAR_MIN)
-    for (int i = 0; i < Nc; i++)
+    for (int i = 0; i < Nc; i++) {
         memcpy(A->logit_in + (size_t)i * C, A->dec_out + (size_t)A->logit_row[i] * C, sizeof(float) * C);
-    const linear_bf16 logits_lp = lp_of(m, A->logit_in16, m->wte, 0);
-    linear_forward_lp(A->logits, A->logit_in, m->wte, NULL, Nc, C, m->V, &logits_lp);
+        if (logits_bf16) pmt_bf16_convert_row(A->logit_in16 + (size_t)i * C, A->logit_in + (size_t)i * C, C, 1.0f);
+    }
+    pmt_profile_end(PMT_PHASE_LOSS, t_loss);
+    if (logits_bf16) {
+        pmt_gemm_bf16_out(0, 1, Nc, m->V, C, A->logit_in16, m->params16 + (m->wte - m->params), NULL, 0,
+                          A->logits16, m->V);
+    } else {
+        const linear_bf16 logits_lp = lp_of(m, A->logit_in16, m->wte, 0);
+        linear_forward_lp(A->logits, A->logit_in, m->wte, NULL, Nc, C, m->V, &logits_lp);
+    }
+    t_loss = pmt_profile_begin();
     int correct = 0, counted;
     double loss_sum = 0, nll_sum = 0;
     /* Training: the logits become the (unscaled) gradient in the same pass
      * that computes the loss; backward only applies the 1/tokens scale.
      * Evaluation keeps the probabilities (pmt_model_output_probs). */
     A->logits_hold_grad = train;
-    if (train && A->logits16 && loss_denominator > 0) {
+    if (logits_bf16) {
+        /* Without the denominator (a forward pass alone) the unscaled
+         * gradient stays in fp32 for backward to scale: the same bits. */
+        A->logits16_scale = loss_denominator > 0 ? (float)(1.0 / loss_denominator) : 0.0f;
+        counted = crossentropy_fused_bf16_logits(A->loss_rows, A->nll_rows, A->logits16, A->logits16_scale,
+                                                 loss_denominator > 0 ? NULL : A->logits, A->logit_tgt, Nc, m->V,
+                                                 (float)m->cfg.label_smoothing, PMT_PAD_ID, &correct, A->logits);
+        for (int i = 0; i < Nc; i++) {
+            loss_sum += A->loss_rows[i];
+            nll_sum += A->nll_rows[i];
+        }
+    } else if (train && A->logits16 && loss_denominator > 0) {
         A->logits16_scale = (float)(1.0 / loss_denominator);
         counted = crossentropy_fused_bf16(A->loss_rows, A->nll_rows, A->logits, A->logits16, A->logits16_scale,
                                           A->logits, A->logit_tgt, Nc, m->V, (float)m->cfg.label_smoothing,
@@ -910,6 +964,7 @@ static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t drop
             nll_sum += -log(p > 1e-30 ? p : 1e-30);
         }
     }
+    pmt_profile_end(PMT_PHASE_LOSS, t_loss);
     if (stats) {
         stats->loss_sum = loss_sum;
         stats->nll_sum = nll_sum;
@@ -983,7 +1038,7 @@ static void ffn_sublayer_backward(pmt_model *m, const pmt_ffn_params *p, const b
     linear_backward_lp(A->d_h, grad_of(m, p->w2), grad_of(m, p->b2), d_sub, a->h, p->w2, N, m->F, m->C, 0.0f, 1.0f,
                        &down_lp);
     if (rounding(m)) {
-        relu_backward_inplace_lp(A->d_h, A->d_h16, a->h, (size_t)N * m->F);
+        relu_backward_inplace_lp16(A->d_h, A->d_h16, a->h16, (size_t)N * m->F);
         up_lp.dout = A->d_h16;
     } else {
         relu_backward_inplace(A->d_h, a->h, (size_t)N * m->F);
@@ -1016,7 +1071,7 @@ static void block_backward(pmt_model *m, const pmt_attn_params *attn, const pmt_
     if (attn) attention_sublayer_backward(m, attn, a, io, d_sub, d_sub16, d_memory);
     else ffn_sublayer_backward(m, ffn, a, d_sub, d_sub16, N);
     const float *ln_w = attn ? attn->ln_w : ffn->ln_w;
-    layernorm_backward(d_stream, grad_of(m, ln_w), grad_of(m, attn ? attn->ln_b : ffn->ln_b), A->d_ln,
+    norm_backward(d_stream, grad_of(m, ln_w), grad_of(m, attn ? attn->ln_b : ffn->ln_b), A->d_ln,
                        x_in, ln_w, a->mean, a->rstd, N, C, A->ln_scratch);
 }
 
@@ -1059,7 +1114,7 @@ static void backward(pmt_model *m, const pmt_batch *b, double loss_denominator) 
     int L = m->cfg.dec_layers;
     const float *dec_last = L > 0 ? A->dec[L - 1].ffn.out : A->dec_x0;
     zero(A->d_dec_stream, (size_t)Nt * C);
-    layernorm_backward(A->d_dec_stream, grad_of(m, m->dec_ln_w), grad_of(m, m->dec_ln_b), A->d_dec_out,
+    norm_backward(A->d_dec_stream, grad_of(m, m->dec_ln_w), grad_of(m, m->dec_ln_b), A->d_dec_out,
                        dec_last, m->dec_ln_w, A->dec_mean, A->dec_rstd, Nt, C, A->ln_scratch);
     zero(A->d_enc_out, (size_t)Ns * C);
     for (int l = L - 1; l >= 0; l--) {
@@ -1080,7 +1135,7 @@ static void backward(pmt_model *m, const pmt_batch *b, double loss_denominator) 
     L = m->cfg.enc_layers;
     const float *enc_last = A->enc[L - 1].ffn.out;
     zero(A->d_enc_stream, (size_t)Ns * C);
-    layernorm_backward(A->d_enc_stream, grad_of(m, m->enc_ln_w), grad_of(m, m->enc_ln_b), A->d_enc_out,
+    norm_backward(A->d_enc_stream, grad_of(m, m->enc_ln_w), grad_of(m, m->enc_ln_b), A->d_enc_out,
                        enc_last, m->enc_ln_w, A->enc_mean, A->enc_rstd, Ns, C, A->ln_scratch);
     for (int l = L - 1; l >= 0; l--) {
         const float *x_in = l > 0 ? A->enc[l - 1].ffn.out : A->enc_x0;

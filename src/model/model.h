@@ -81,6 +81,9 @@ typedef struct pmt_model {
     uint16_t *params16;          /* [n_params] bf16 rounding of params, rounded at the start of every
                                   * training forward pass of --precision bf16 (the weights of its
                                   * products, rounded once per pass); NULL otherwise */
+    int params16_written;        /* 1: params16 already holds bf16(params) for the next training forward
+                                  * pass, which then skips the rounding (and clears this): set by
+                                  * pmt_model_params16_written after an optimizer update that wrote it */
 
     float *wte;                  /* [V, C] shared embedding / output projection */
     float *enc_ln_w, *enc_ln_b;  /* final encoder LayerNorm [C] */
@@ -113,6 +116,11 @@ int pmt_model_init_view(pmt_model *view, const pmt_model *m, char *err, size_t e
 void pmt_model_free(pmt_model *m);
 /* Floats in the activation arena (memory accounting, tests). */
 size_t pmt_model_arena_floats(const pmt_model *m);
+/* Tells the model that params16 = bf16(params) was just written by whoever
+ * last changed params (the optimizer's update, pmt_optim_keep_bf16_copy):
+ * the next training forward pass uses it as it is. Only for the caller that
+ * changed params in the same pass that wrote params16. */
+void pmt_model_params16_written(pmt_model *m);
 /* Number of parameters cfg would have for vocab V (no allocation). */
 size_t pmt_model_count_params(const pmt_config *cfg, int V);
 /* Matrix-product FLOPs of one training step (forward + backward = 3x forward)

@@ -184,13 +184,15 @@ static void sgemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const
 /* ------------------------------------------------------------------ */
 /* cached matmul primitives                                            */
 
-/* One bf16 × bf16 → f32 primitive and the memory objects it runs on (their
- * data handles are set per call). The key is everything the primitive is
- * fixed to. */
+/* One bf16 × bf16 → f32 (or → bf16) primitive and the memory objects it
+ * runs on (their data handles are set per call). The key is everything the
+ * primitive is fixed to: shapes, strides, beta (accumulate), and the
+ * epilogue of the products that write bf16 (bias, ReLU). */
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, accumulate;
+    int c_bf16, bias, relu;
     dnnl_primitive_t prim;
-    dnnl_memory_t a, b, c;
+    dnnl_memory_t a, b, c, bias_mem;
     unsigned long last_use;        /* 0: empty slot */
 } matmul_entry;
 
@@ -203,6 +205,7 @@ static void entry_clear(matmul_entry *e) {
     if (e->a) dnnl_memory_destroy(e->a);
     if (e->b) dnnl_memory_destroy(e->b);
     if (e->c) dnnl_memory_destroy(e->c);
+    if (e->bias_mem) dnnl_memory_destroy(e->bias_mem);
     memset(e, 0, sizeof *e);
 }
 
@@ -226,20 +229,24 @@ static int entry_build(matmul_entry *e) {
     if (pmt_dnnl_cpu(&engine, &stream) != 0) return -1;
     e->a = strided_memory(e->M, e->K, e->lda, e->ta, dnnl_bf16);
     e->b = strided_memory(e->K, e->N, e->ldb, e->tb, dnnl_bf16);
-    e->c = strided_memory(e->M, e->N, e->ldc, 0, dnnl_f32);
-    if (!e->a || !e->b || !e->c) return -1;
-    const dnnl_memory_desc_t *a, *b, *c;
+    e->c = strided_memory(e->M, e->N, e->ldc, 0, e->c_bf16 ? dnnl_bf16 : dnnl_f32);
+    if (e->bias) e->bias_mem = strided_memory(1, e->N, e->N, 0, dnnl_f32);
+    if (!e->a || !e->b || !e->c || (e->bias && !e->bias_mem)) return -1;
+    const dnnl_memory_desc_t *a, *b, *c, *bias = NULL;
     dnnl_memory_get_memory_desc(e->a, &a);
     dnnl_memory_get_memory_desc(e->b, &b);
     dnnl_memory_get_memory_desc(e->c, &c);
+    if (e->bias) dnnl_memory_get_memory_desc(e->bias_mem, &bias);
     dnnl_matmul_desc_t desc;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t post = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    int ok = dnnl_matmul_desc_init(&desc, a, b, NULL, c) == dnnl_success &&
+    int ok = dnnl_matmul_desc_init(&desc, a, b, bias, c) == dnnl_success &&
              dnnl_primitive_attr_create(&attr) == dnnl_success;
-    if (ok && e->accumulate)
-        ok = dnnl_post_ops_create(&post) == dnnl_success && dnnl_post_ops_append_sum(post, 1.0f) == dnnl_success &&
+    if (ok && (e->accumulate || e->relu))
+        ok = dnnl_post_ops_create(&post) == dnnl_success &&
+             (!e->accumulate || dnnl_post_ops_append_sum(post, 1.0f) == dnnl_success) &&
+             (!e->relu || dnnl_post_ops_append_eltwise(post, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success) &&
              dnnl_primitive_attr_set_post_ops(attr, post) == dnnl_success;
     ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) == dnnl_success &&
          dnnl_primitive_create(&e->prim, pd) == dnnl_success;
@@ -258,7 +265,8 @@ static matmul_entry *cache_get(const matmul_entry *key) {
         matmul_entry *e = &g_cache[i];
         if (e->last_use && e->ta == key->ta && e->tb == key->tb && e->M == key->M && e->N == key->N &&
             e->K == key->K && e->lda == key->lda && e->ldb == key->ldb && e->ldc == key->ldc &&
-            e->accumulate == key->accumulate) {
+            e->accumulate == key->accumulate && e->c_bf16 == key->c_bf16 && e->bias == key->bias &&
+            e->relu == key->relu) {
             e->last_use = ++g_use_clock;
             return e;
         }
@@ -277,27 +285,42 @@ static matmul_entry *cache_get(const matmul_entry *key) {
     return victim;
 }
 
+/* bf16 NaN in every element of C16 [M, N] (leading dimension ldc): what a
+ * failed product that writes bf16 leaves, as pmt_gemm_fail_output for fp32. */
+static void fail_output_bf16(uint16_t *C16, int M, int N, int ldc) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) C16[(size_t)i * ldc + j] = 0x7fc0;
+}
+
 /* C (+)= op(A) · op(B) for bf16 A and B by the cached primitive of this
- * shape (accumulate: beta = 1, else beta = 0), with the cache lock held. A
- * failure (oneDNN out of memory) leaves C NaN and is recorded. */
-static void matmul_run(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
-                       int accumulate, float *C, int ldc) {
-    const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate, NULL, NULL, NULL, NULL, 0};
-    matmul_entry *e = cache_get(&key);
-    if (!e) {
-        pmt_gemm_fail_output(C, M, N, ldc);
-        return;
-    }
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
-    int ok = dnnl_memory_set_data_handle(e->a, (void *)A) == dnnl_success &&
+ * shape (accumulate: beta = 1, else beta = 0), with the cache lock held;
+ * key->c_bf16: C is bf16, with the key's bias (the [N] vector `bias`) and
+ * ReLU applied before the rounding. A failure (oneDNN out of memory)
+ * leaves C NaN and is recorded. */
+static void matmul_run_key(const matmul_entry *key, const uint16_t *A, const uint16_t *B, const float *bias, void *C) {
+    matmul_entry *e = cache_get(key);
+    int ok = e != NULL;
+    if (ok) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c},
+                                   {DNNL_ARG_BIAS, e->bias_mem}};
+        ok = dnnl_memory_set_data_handle(e->a, (void *)A) == dnnl_success &&
              dnnl_memory_set_data_handle(e->b, (void *)B) == dnnl_success &&
              dnnl_memory_set_data_handle(e->c, C) == dnnl_success &&
-             dnnl_primitive_execute(e->prim, g_stream, 3, args) == dnnl_success &&
+             (!e->bias || dnnl_memory_set_data_handle(e->bias_mem, (void *)bias) == dnnl_success) &&
+             dnnl_primitive_execute(e->prim, g_stream, e->bias ? 4 : 3, args) == dnnl_success &&
              dnnl_stream_wait(g_stream) == dnnl_success;
-    if (!ok) {
-        pmt_gemm_fail_output(C, M, N, ldc);
-        pmt_gemm_record_error("oneDNN bf16 matmul failed (M=%d N=%d K=%d)", M, N, K);
+        if (!ok)
+            pmt_gemm_record_error("oneDNN bf16 matmul failed (M=%d N=%d K=%d)", key->M, key->N, key->K);
     }
+    if (ok) return;
+    if (key->c_bf16) fail_output_bf16(C, key->M, key->N, key->ldc);
+    else pmt_gemm_fail_output(C, key->M, key->N, key->ldc);
+}
+
+static void matmul_run(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                       int accumulate, float *C, int ldc) {
+    const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, 0};
+    matmul_run_key(&key, A, B, NULL, C);
 }
 
 /* ------------------------------------------------------------------ */
@@ -439,6 +462,7 @@ static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float al
         return;
     }
     pthread_mutex_lock(&g_cache_lock);
+    const double t_convert = pmt_profile_begin();
     if (!A16 && !(same_a && g_ws_a_holds.src == A && g_ws_a_holds.rows == a_rows && g_ws_a_holds.cols == a_cols &&
                   g_ws_a_holds.ld == lda && g_ws_a_holds.scale == alpha)) {
         pmt_bf16_convert(g_ws_a, A, a_rows, a_cols, lda, alpha);
@@ -449,7 +473,10 @@ static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float al
         g_ws_a_holds.scale = alpha;
     }
     if (!B16) pmt_bf16_convert(g_ws_b, B, b_rows, b_cols, ldb, 1.0f);
+    pmt_profile_end(PMT_PHASE_CONVERT, t_convert);
+    const double t_product = pmt_profile_begin();
     matmul_run(ta, tb, M, N, K, A16 ? A16 : g_ws_a, a_cols, B16 ? B16 : g_ws_b, b_cols, beta != 0.0f, C, ldc);
+    pmt_profile_end(PMT_PHASE_GEMM, t_product);
     pthread_mutex_unlock(&g_cache_lock);
 }
 
@@ -470,10 +497,13 @@ static void sgemm_on(pmt_gemm_backend backend, int same_a, int ta, int tb, int M
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
-    const double t0 = pmt_profile_begin();
+    pmt_profile_add_flops(2.0 * M * (double)N * K);
     if (g_precision == PMT_PRECISION_BF16 && (beta == 0.0f || beta == 1.0f)) {
-        sgemm_bf16(same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
-    } else if (!A || !B) {
+        sgemm_bf16(same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);   /* times its phases */
+        return;
+    }
+    const double t0 = pmt_profile_begin();
+    if (!A || !B) {
         pmt_gemm_fail_output(C, M, N, ldc);
         pmt_gemm_record_error("internal error: an fp32 product was given only bf16 operands");
     } else {
@@ -493,6 +523,26 @@ void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K,
 void pmt_sgemm_lp(int same_a, int ta, int tb, int M, int N, int K, float alpha, const float *A, const uint16_t *A16,
                   int lda, const float *B, const uint16_t *B16, int ldb, float beta, float *C, int ldc) {
     sgemm_on(PROJMT_GEMM_DEFAULT, same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
+}
+
+void pmt_gemm_bf16_out(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+                       const float *bias, int relu, uint16_t *C16, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (g_precision != PMT_PRECISION_BF16 || K <= 0 || !A16 || !B16) {
+        fail_output_bf16(C16, M, N, ldc);
+        pmt_gemm_record_error("internal error: a bf16-output product (M=%d N=%d K=%d) outside the bf16 precision "
+                              "or without bf16 operands", M, N, K);
+        return;
+    }
+    pmt_profile_add_flops(2.0 * M * (double)N * K);
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, 0, 1, bias != NULL, relu != 0,
+                              NULL, NULL, NULL, NULL, NULL, 0};
+    const double t0 = pmt_profile_begin();
+    pthread_mutex_lock(&g_cache_lock);
+    matmul_run_key(&key, A16, B16, bias, C16);
+    pthread_mutex_unlock(&g_cache_lock);
+    pmt_profile_end(PMT_PHASE_GEMM, t0);
 }
 
 void pmt_sgemm_in_task(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,

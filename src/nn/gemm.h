@@ -83,6 +83,17 @@ void pmt_sgemm_lp(int same_a, int trans_a, int trans_b, int M, int N, int K, flo
                   const uint16_t *A16, int lda, const float *B, const uint16_t *B16, int ldb, float beta, float *C,
                   int ldc);
 
+/* bf16 precision only: C16 [M, N] (bf16, leading dimension ldc) =
+ * bf16(op(A16) · op(B16) + bias), with ReLU before the rounding when relu:
+ * one oneDNN matmul that adds the bias, applies the ReLU and rounds in its
+ * epilogue, so that a kernel reading bf16 needs no fp32 result and no pass
+ * over it (the FFN's hidden layer, the logits). A16, B16 are bf16 copies as
+ * in pmt_sgemm_lp (dense, alpha 1), both required; bias [N] f32 or NULL.
+ * Outside the bf16 precision, or on failure: C16 is bf16 NaN and the error
+ * recorded (pmt_gemm_take_error). */
+void pmt_gemm_bf16_out(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+                       const float *bias, int relu, uint16_t *C16, int ldc);
+
 /* For the small per-task products inside an OpenMP parallel region (the
  * pooling-attention kernels run one per sentence and head): the active
  * backend on the calling thread only (both libraries run single-threaded

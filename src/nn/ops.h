@@ -99,6 +99,15 @@ void linear_relu_forward_lp(float *out, uint16_t *out16, const float *inp, const
 void linear_backward_lp(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                         int N, int IN, int OUT, float dinp_beta, float alpha, const linear_bf16 *lp);
 
+/* out16 [N, OUT] = bf16(max(inp16 · w16ᵀ + b, 0)) in one bf16 product whose
+ * epilogue adds the bias, applies the ReLU and rounds (pmt_gemm_bf16_out):
+ * the FFN's up projection in the bf16 precision, where the next product
+ * and the ReLU's backward read only the bf16 hidden layer, so it is never
+ * written in fp32. inp16 [N, IN], w16 [OUT, IN] bf16, b [OUT]. Only in the
+ * bf16 precision. */
+void linear_relu_forward_bf16(uint16_t *out16, const uint16_t *inp16, const uint16_t *w16, const float *b, int N,
+                              int IN, int OUT);
+
 /* ---- relu: out = max(inp, 0), n elements; backward uses the saved output ---- */
 void relu_forward(float *out, const float *inp, size_t n);
 void relu_backward(float *dinp, const float *dout, const float *out, size_t n);
@@ -264,6 +273,19 @@ int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *log
 int crossentropy_fused_bf16(float *loss, float *nll, float *dlogits, uint16_t *dlogits16, float scale,
                             const float *logits, const int32_t *targets, int N, int V, float eps, int32_t ignore_id,
                             int *correct);
+/* crossentropy_fused_bf16 over bf16 logits, in place: on entry logits16
+ * [N, V] holds the bf16 logits (as pmt_gemm_bf16_out writes them), on exit
+ * bf16(scale · dlogits). No fp32 [N, V] matrix is written or read: each row
+ * is widened into this thread's row of row_scratch [threads, V] (threads =
+ * omp_get_max_threads()), where the softmax, loss and gradient run in fp32
+ * as in crossentropy_fused, and rounded back into its own bf16 row. The
+ * loss is that of the rounded logits. With dlogits [N, V] (fp32) given
+ * instead, each row works there and the unscaled gradient stays in it
+ * (logits16 keeps the logits; scale and row_scratch are unused): the same
+ * values, for a caller that scales later. Needs native bf16. */
+int crossentropy_fused_bf16_logits(float *loss, float *nll, uint16_t *logits16, float scale, float *dlogits,
+                                   const int32_t *targets, int N, int V, float eps, int32_t ignore_id, int *correct,
+                                   float *row_scratch);
 
 /* ---- overwrite variants for the model's scratch gradients ----
  * ops.h kernels accumulate into their gradients (the caller zeroes them).
@@ -284,6 +306,10 @@ void linear_backward_scaled_set(float *dinp, float *dw, float *db, const float *
 void relu_backward_inplace(float *d, const float *out, size_t n);
 /* The same, and d16 = bf16(d) rounded in the same pass. Needs native bf16. */
 void relu_backward_inplace_lp(float *d, uint16_t *d16, const float *out, size_t n);
+/* The same with the gate read from the bf16 output out16 (the FFN's hidden
+ * layer when only its bf16 form exists, linear_relu_forward_bf16): out16 > 0
+ * exactly where the rounded output is positive. */
+void relu_backward_inplace_lp16(float *d, uint16_t *d16, const uint16_t *out16, size_t n);
 /* dinp = dout * mask. */
 void dropout_backward_set(float *dinp, const float *dout, const float *mask, size_t n);
 

@@ -16,6 +16,7 @@
 #include "nn/ops.h"
 #include "nn/ops_internal.h"
 #include "nn/gemm.h"
+#include "nn/profile.h"
 
 #include <math.h>
 #include <string.h>
@@ -169,7 +170,11 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
  * finds it. */
 static const uint16_t *forward_input16(const float *inp, int N, int IN, const linear_bf16 *lp) {
     if (!lp || !lp->inp || pmt_gemm_precision() != PMT_PRECISION_BF16) return NULL;
-    if (!lp->inp_rounded) pmt_bf16_convert(lp->inp, inp, N, IN, IN, 1.0f);
+    if (!lp->inp_rounded) {
+        const double t0 = pmt_profile_begin();
+        pmt_bf16_convert(lp->inp, inp, N, IN, IN, 1.0f);
+        pmt_profile_end(PMT_PHASE_CONVERT, t0);
+    }
     return lp->inp;
 }
 
@@ -211,6 +216,11 @@ void linear_relu_forward_lp(float *out, uint16_t *out16, const float *inp, const
         }
         if (out16) pmt_bf16_convert_row(out16 + (size_t)n * OUT, o, OUT, 1.0f);
     }
+}
+
+void linear_relu_forward_bf16(uint16_t *out16, const uint16_t *inp16, const uint16_t *w16, const float *b, int N,
+                              int IN, int OUT) {
+    pmt_gemm_bf16_out(0, 1, N, OUT, IN, inp16, w16, b, 1, out16, OUT);
 }
 
 void linear_relu_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT) {
@@ -294,6 +304,17 @@ void relu_backward_inplace_lp(float *d, uint16_t *d16, const float *out, size_t 
         const size_t lo = (size_t)k * ROUND_CHUNK, hi = lo + ROUND_CHUNK < n ? lo + ROUND_CHUNK : n;
 #pragma omp simd
         for (size_t i = lo; i < hi; i++) d[i] = out[i] > 0.0f ? d[i] : 0.0f;
+        pmt_bf16_convert_row(d16 + lo, d + lo, (int)(hi - lo), 1.0f);
+    }
+}
+
+void relu_backward_inplace_lp16(float *d, uint16_t *d16, const uint16_t *out16, size_t n) {
+    const long chunks = (long)((n + ROUND_CHUNK - 1) / ROUND_CHUNK);
+#pragma omp parallel for schedule(static) if (n > OPS_PAR_MIN)
+    for (long k = 0; k < chunks; k++) {
+        const size_t lo = (size_t)k * ROUND_CHUNK, hi = lo + ROUND_CHUNK < n ? lo + ROUND_CHUNK : n;
+#pragma omp simd
+        for (size_t i = lo; i < hi; i++) d[i] = (int16_t)out16[i] > 0 ? d[i] : 0.0f;   /* sign bit clear, not ±0 */
         pmt_bf16_convert_row(d16 + lo, d + lo, (int)(hi - lo), 1.0f);
     }
 }

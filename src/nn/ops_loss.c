@@ -16,6 +16,7 @@
 #include "nn/gemm.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 /* Logits per block of the argmax scan: a few vectors, so the early exit
@@ -124,6 +125,52 @@ static int crossentropy_fused_rows(float *loss, float *nll, float *dlogits, uint
 int crossentropy_fused(float *loss, float *nll, float *dlogits, const float *logits, const int32_t *targets,
                        int N, int V, float eps, int32_t ignore_id, int *correct) {
     return crossentropy_fused_rows(loss, nll, dlogits, NULL, 1.0f, logits, targets, N, V, eps, ignore_id, correct);
+}
+
+/* Per row: widen into an fp32 row (this thread's row of row_scratch, L1/L2-
+ * resident: 32 KB at V = 8000; or the row's own dlogits row), run
+ * crossentropy_fused's row there, and round the gradient back over the
+ * bf16 logits unless it stays in dlogits. */
+int crossentropy_fused_bf16_logits(float *loss, float *nll, uint16_t *logits16, float scale, float *dlogits,
+                                   const int32_t *targets, int N, int V, float eps, int32_t ignore_id, int *correct,
+                                   float *row_scratch) {
+    int counted = 0, ncorrect = 0;
+    const float off = eps / V;
+#pragma omp parallel for schedule(static) reduction(+ : counted, ncorrect)
+    for (int n = 0; n < N; n++) {
+        uint16_t *l16 = logits16 + (size_t)n * V;
+        float *l = dlogits ? dlogits + (size_t)n * V : row_scratch + (size_t)omp_get_thread_num() * V;
+        const int32_t tg = targets[n];
+        if (tg == ignore_id) {
+            if (dlogits) memset(l, 0, sizeof(float) * V);
+            else memset(l16, 0, sizeof(uint16_t) * V);
+            loss[n] = 0.0f;
+            if (nll) nll[n] = 0.0f;
+            continue;
+        }
+#pragma omp simd
+        for (int j = 0; j < V; j++) {   /* widening is exact: the bf16 bits become the top half */
+            const uint32_t u = (uint32_t)l16[j] << 16;
+            float x;
+            memcpy(&x, &u, sizeof x);
+            l[j] = x;
+        }
+        float mx;
+        double suml;
+        int amax;
+        row_stats(l, V, &mx, &suml, &amax);
+        const float ltg = l[tg];
+        const double sume = ops_softmax_from_max_minus(l, l, V, mx, off);
+        l[tg] -= 1.0f - eps;
+        if (!dlogits) pmt_bf16_convert_row(l16, l, V, scale);
+        const double lse = (double)mx + log(sume);
+        loss[n] = (float)(lse - (1.0 - eps) * (double)ltg - ((double)eps / V) * suml);
+        if (nll) nll[n] = (float)(lse - (double)ltg);
+        counted += 1;
+        ncorrect += amax == tg;
+    }
+    if (correct) *correct = ncorrect;
+    return counted;
 }
 
 int crossentropy_fused_bf16(float *loss, float *nll, float *dlogits, uint16_t *dlogits16, float scale,

@@ -3,19 +3,24 @@
  * step profile of `projmt bench`. Off by default: then begin/end cost one
  * branch and no clock read, so training and tests pay nothing.
  *
- * Phases are timed where they are called (pmt_sgemm times GEMM, the model
- * times its attention kernels, the benchmark the optimizer); everything else
- * of a step (LayerNorm, bias, ReLU, dropout, residual, embedding,
- * cross-entropy, zeroing) is the element-wise remainder. Timed regions never
- * nest. Not thread-safe: begin/end are called from serial code, between
- * parallel regions.
+ * Phases are timed where they are called (nn/gemm.c times the products and
+ * the bf16 rounding of their operands, the model its attention kernels,
+ * LayerNorms and loss, the benchmark the optimizer); everything else of a
+ * step (bias, ReLU, dropout, residual, embedding, zeroing) is the
+ * element-wise remainder. The products also count their FLOPs, so that the
+ * benchmark can say how near its peak the GEMM phase ran. Timed regions
+ * never nest. Not thread-safe: begin/end are called from serial code,
+ * between parallel regions.
  */
 #ifndef PROJMT_PROFILE_H
 #define PROJMT_PROFILE_H
 
 typedef enum pmt_phase {
-    PMT_PHASE_GEMM,        /* pmt_sgemm */
+    PMT_PHASE_GEMM,        /* the matrix products of pmt_sgemm* themselves */
+    PMT_PHASE_CONVERT,     /* bf16 rounding of operands no producer rounded (nn/gemm.c, the weights' copy) */
     PMT_PHASE_ATTENTION,   /* the attention kernels (scores, softmax, weighted sums) */
+    PMT_PHASE_NORM,        /* LayerNorm forward and backward (with the roundings fused into them) */
+    PMT_PHASE_LOSS,        /* gathering the counted rows, the cross-entropy over the logits */
     PMT_PHASE_OPTIMIZER,   /* gradient norm, clipping, Adam */
     PMT_PHASES
 } pmt_phase;
@@ -30,5 +35,9 @@ double pmt_profile_seconds(pmt_phase phase);
 double pmt_profile_begin(void);
 /* Adds the time since t0 to phase when profiling is on. */
 void pmt_profile_end(pmt_phase phase, double t0);
+/* Adds n floating-point operations to the products' count (when on). */
+void pmt_profile_add_flops(double n);
+/* The products' FLOPs counted since the last reset. */
+double pmt_profile_flops(void);
 
 #endif

@@ -32,25 +32,38 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double pmt_bench_sgemm_peak(pmt_gemm_backend backend, int precision, int n, int reps) {
+const char *const pmt_bench_phase_names[PMT_BENCH_PHASES] = {
+    "GEMM", "bf16 rounding", "attention", "LayerNorm", "loss", "element-wise", "optimizer"};
+
+double pmt_bench_sgemm_peak(pmt_gemm_backend backend, int precision, int rounded, int n, int reps) {
     size_t nn = (size_t)n * n;
     char err[256];
-    if (precision == PMT_PRECISION_BF16 && pmt_gemm_bf16_reserve(nn, nn, err, sizeof err) != 0) return 0;
+    const int bf16 = precision == PMT_PRECISION_BF16, pre = bf16 && rounded;
+    if (!pmt_gemm_available(backend)) return 0;
+    if (bf16 && pmt_gemm_bf16_reserve(nn, nn, err, sizeof err) != 0) return 0;
     float *a = malloc(nn * sizeof(float)), *b = malloc(nn * sizeof(float)), *c = malloc(nn * sizeof(float));
+    uint16_t *a16 = pre ? malloc(nn * sizeof(uint16_t)) : NULL, *b16 = pre ? malloc(nn * sizeof(uint16_t)) : NULL;
     double *gflops = malloc((size_t)reps * sizeof(double));
-    if (!a || !b || !c || !gflops) { free(a); free(b); free(c); free(gflops); return 0; }
+    double med = 0;
+    if (!a || !b || !c || !gflops || (pre && (!a16 || !b16))) goto done;
     for (size_t i = 0; i < nn; i++) { a[i] = (float)((i * 7) % 13) * 0.01f; b[i] = (float)((i * 5) % 11) * 0.01f; }
-    if (!pmt_gemm_available(backend)) { free(a); free(b); free(c); free(gflops); return 0; }
+    if (pre) {
+        pmt_bf16_convert(a16, a, n, n, n, 1.0f);
+        pmt_bf16_convert(b16, b, n, n, n, 1.0f);
+    }
     const int before = pmt_gemm_set_precision(precision);
-    pmt_sgemm_on(backend, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);  /* warm-up */
-    for (int r = 0; r < reps; r++) {
+    for (int r = -1; r < reps; r++) {   /* r = -1: warm-up (builds the primitive) */
         double t0 = pmt_now_seconds();
-        pmt_sgemm_on(backend, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        gflops[r] = 2.0 * n * (double)n * n / (pmt_now_seconds() - t0) / 1e9;
+        if (pre)
+            pmt_sgemm_lp(0, 0, 1, n, n, n, 1.0f, NULL, a16, n, NULL, b16, n, 0.0f, c, n);
+        else
+            pmt_sgemm_on(backend, 0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        if (r >= 0) gflops[r] = 2.0 * n * (double)n * n / (pmt_now_seconds() - t0) / 1e9;
     }
     pmt_gemm_set_precision(before);
-    double med = median(gflops, reps);
-    free(a); free(b); free(c); free(gflops);
+    med = median(gflops, reps);
+done:
+    free(a); free(b); free(c); free(a16); free(b16); free(gflops);
     return med;
 }
 
@@ -97,7 +110,7 @@ static long non_pad(const int32_t *ids, int n) {
 }
 
 int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int warmup, int steps,
-                    double sgemm_peak, pmt_bench_result *out, char *err, size_t errlen) {
+                    const pmt_bench_peaks *peaks, pmt_bench_result *out, char *err, size_t errlen) {
     pmt_model m;
     pmt_optim opt;
     pmt_batcher batcher;
@@ -110,6 +123,7 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
     if (pmt_model_init(&m, cfg, V, cfg->batch_tokens, cfg->max_len, err, errlen) != 0) { free(step_ms); return -1; }
     pmt_model_init_params(&m, cfg->seed);
     if (pmt_optim_init(&opt, cfg, m.tensors, m.n_tensors, m.n_params, err, errlen) != 0) goto done;
+    pmt_optim_keep_bf16_copy(&opt, m.params16);
     if (corpus) {
         if (pmt_batcher_init(&batcher, corpus, cfg->batch_tokens, cfg->max_len, cfg->seed, 1, err, errlen) != 0)
             goto done_optim;
@@ -144,7 +158,8 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
         double loss = pmt_model_train_step(&m, b, cfg->seed + (uint64_t)i, targets, &st);
         double norm, lr;
         const double t_opt = pmt_profile_begin();
-        pmt_optim_step(&opt, m.params, m.grads, loss, i + 1, &norm, &lr);
+        if (pmt_optim_step(&opt, m.params, m.grads, loss, i + 1, &norm, &lr) == PMT_STEP_APPLIED && opt.params16)
+            pmt_model_params16_written(&m);
         pmt_profile_end(PMT_PHASE_OPTIMIZER, t_opt);
         double dt = pmt_now_seconds() - t0;
         pmt_profile_enable(0);
@@ -173,13 +188,24 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
     out->cpu_ms_per_step = median(cpu_ms, steps);
     out->tokens_per_s = (double)total_tokens / total_s;
     out->gflops = total_flops / total_s / 1e9;
-    out->pct_of_peak = sgemm_peak > 0 ? 100.0 * out->gflops / sgemm_peak : 0;
+    const int bf16 = cfg->precision == PMT_PRECISION_BF16;
+    const double step_peak = bf16 ? peaks->bf16_convert : peaks->sgemm[pmt_gemm_active()];
+    const double product_peak = bf16 ? peaks->bf16 : peaks->sgemm[pmt_gemm_active()];
+    out->pct_of_peak = step_peak > 0 ? 100.0 * out->gflops / step_peak : 0;
+    const double gemm_s = pmt_profile_seconds(PMT_PHASE_GEMM);
+    out->product_gflops = gemm_s > 0 ? pmt_profile_flops() / gemm_s / 1e9 : 0;
+    out->product_pct_of_peak = product_peak > 0 ? 100.0 * out->product_gflops / product_peak : 0;
     out->peak_rss_mib = pmt_peak_rss_mib();
-    out->phase_pct[PMT_BENCH_GEMM] = 100.0 * pmt_profile_seconds(PMT_PHASE_GEMM) / total_s;
-    out->phase_pct[PMT_BENCH_ATTENTION] = 100.0 * pmt_profile_seconds(PMT_PHASE_ATTENTION) / total_s;
-    out->phase_pct[PMT_BENCH_OPTIMIZER] = 100.0 * pmt_profile_seconds(PMT_PHASE_OPTIMIZER) / total_s;
-    out->phase_pct[PMT_BENCH_ELEMENTWISE] = 100.0 - out->phase_pct[PMT_BENCH_GEMM] -
-                                            out->phase_pct[PMT_BENCH_ATTENTION] - out->phase_pct[PMT_BENCH_OPTIMIZER];
+    static const struct { int bench; pmt_phase phase; } timed[] = {
+        {PMT_BENCH_GEMM, PMT_PHASE_GEMM},   {PMT_BENCH_CONVERT, PMT_PHASE_CONVERT},
+        {PMT_BENCH_ATTENTION, PMT_PHASE_ATTENTION}, {PMT_BENCH_NORM, PMT_PHASE_NORM},
+        {PMT_BENCH_LOSS, PMT_PHASE_LOSS},   {PMT_BENCH_OPTIMIZER, PMT_PHASE_OPTIMIZER}};
+    double rest = 100.0;
+    for (size_t k = 0; k < sizeof timed / sizeof timed[0]; k++) {
+        out->phase_pct[timed[k].bench] = 100.0 * pmt_profile_seconds(timed[k].phase) / total_s;
+        rest -= out->phase_pct[timed[k].bench];
+    }
+    out->phase_pct[PMT_BENCH_ELEMENTWISE] = rest;
     rc = 0;
 done_optim:
     if (have_batcher) pmt_batcher_free(&batcher);

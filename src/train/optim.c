@@ -6,6 +6,8 @@
  */
 #include "train/optim.h"
 
+#include "nn/gemm.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,27 +83,40 @@ double pmt_clip_scale(double norm, double clip_norm) {
     return (clip_norm > 0 && norm > clip_norm) ? clip_norm / norm : 1.0;
 }
 
-/* The elementwise Adam(W) update over the flat buffers. */
+/* Parameters per chunk of the update: the bf16 copy of a chunk is rounded
+ * from L1 right after the chunk is updated. */
+enum { ADAM_CHUNK = 2048 };
+
+/* The elementwise Adam(W) update over the flat buffers, and the bf16 copy
+ * when one is kept. */
 static void adam_update(pmt_optim *o, float *params, const float *grads, double lr, double scale) {
     const float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
     const float bc1 = (float)(1.0 - pow(o->beta1, (double)o->t));
     const float bc2 = (float)(1.0 - pow(o->beta2, (double)o->t));
     const float flr = (float)lr, fscale = (float)scale, wd = (float)o->weight_decay;
     float *m = o->m, *v = o->v;
+    uint16_t *params16 = o->params16;
     const uint8_t *decay = o->decay;
-    const long n = (long)o->n;
+    const long n = (long)o->n, chunks = (n + ADAM_CHUNK - 1) / ADAM_CHUNK;
 #pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; i++) {
-        float g = grads[i] * fscale;
-        float mi = b1 * m[i] + (1.0f - b1) * g;
-        float vi = b2 * v[i] + (1.0f - b2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        float update = (mi / bc1) / (sqrtf(vi / bc2) + eps);
-        if (decay && decay[i]) update += wd * params[i];
-        params[i] -= flr * update;
+    for (long c = 0; c < chunks; c++) {
+        const long lo = c * ADAM_CHUNK, hi = lo + ADAM_CHUNK < n ? lo + ADAM_CHUNK : n;
+#pragma omp simd
+        for (long i = lo; i < hi; i++) {
+            float g = grads[i] * fscale;
+            float mi = b1 * m[i] + (1.0f - b1) * g;
+            float vi = b2 * v[i] + (1.0f - b2) * g * g;
+            m[i] = mi;
+            v[i] = vi;
+            float update = (mi / bc1) / (sqrtf(vi / bc2) + eps);
+            if (decay && decay[i]) update += wd * params[i];
+            params[i] -= flr * update;
+        }
+        if (params16) pmt_bf16_convert_row(params16 + lo, params + lo, (int)(hi - lo), 1.0f);
     }
 }
+
+void pmt_optim_keep_bf16_copy(pmt_optim *o, uint16_t *params16) { o->params16 = params16; }
 
 pmt_step_status pmt_optim_step(pmt_optim *o, float *params, const float *grads, double loss,
                                int64_t step, double *grad_norm, double *lr_used) {

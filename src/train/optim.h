@@ -34,6 +34,8 @@ typedef struct pmt_optim {
     int64_t t;                   /* updates applied (Adam's bias-correction step) */
     int bad_steps;               /* consecutive skipped (NaN/Inf) steps */
     int64_t skipped;             /* skipped steps in total */
+    uint16_t *params16;          /* borrowed, may be NULL: the bf16 copy of the parameters that an
+                                    applied update also writes (pmt_optim_keep_bf16_copy) */
 } pmt_optim;
 
 typedef enum {
@@ -48,6 +50,11 @@ typedef enum {
 int pmt_optim_init(pmt_optim *o, const pmt_config *cfg, const pmt_tensor *tensors, int n_tensors,
                    size_t n_params, char *err, size_t errlen);
 void pmt_optim_free(pmt_optim *o);
+/* bf16 training: every applied update also writes params16 = bf16(params)
+ * (the bits of pmt_bf16_convert) in the same pass over the parameters, so
+ * the next forward pass need not round them again (the model's
+ * params16, pmt_model_params16_written). params16 is borrowed ([n]). */
+void pmt_optim_keep_bf16_copy(pmt_optim *o, uint16_t *params16);
 
 /* Learning rate at 1-based step: lr * min(step / warmup, sqrt(warmup / step));
  * warmup = 0 means a constant lr. */

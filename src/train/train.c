@@ -326,6 +326,7 @@ static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
     st->step++;
     pmt_step_status status =
         pmt_optim_step(&t->optim, t->model.params, t->model.grads, *loss, st->step, &norm, &lr);
+    if (status == PMT_STEP_APPLIED && t->optim.params16) pmt_model_params16_written(&t->model);
     if (t->ema && status == PMT_STEP_APPLIED)
         pmt_ema_update(t->ema, t->model.params, t->model.n_params, t->cfg.ema, st->step);
 
@@ -718,6 +719,7 @@ static int setup(trainer *t, char *err, size_t errlen) {
         snprintf(err, errlen, "%s", inner);
         return -1;
     }
+    pmt_optim_keep_bf16_copy(&t->optim, t->model.params16);
     if (c->ema > 0 && (!(t->ema = malloc(t->model.n_params * sizeof(float))) ||
                        !(t->raw_backup = malloc(t->model.n_params * sizeof(float))))) {
         snprintf(err, errlen, "out of memory for the moving average (--ema) of %zu parameters", t->model.n_params);
