@@ -189,6 +189,24 @@ def data_facts(data_dir):
     return out
 
 
+def trained_precision(run, configured):
+    """The precision the run trained in: the configured one, or for auto
+    (resolved by `projmt train` per CPU) the one its log's start line names,
+    the last sitting's."""
+    if configured != "auto":
+        return configured
+    found = configured
+    try:
+        with open(os.path.join(run, "logs", "train.log"), encoding="utf-8") as f:
+            for line in f:
+                m = re.search(r"; precision (fp32|bf16)\b", line)
+                if m:
+                    found = m.group(1)
+    except OSError:
+        pass
+    return found
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for name in ("run", "work", "data-dir", "flores", "out-file", "fp32-file", "weights", "name", "command",
@@ -235,7 +253,8 @@ def main():
         "config": config,
         "parameters": params,
         "training": {**training_facts(a.run), "sittings": sittings(os.path.join(a.run, "logs", "train.log")),
-                     "precision": train_cfg.get("precision", "fp32"), "ema": train_cfg.get("ema"),
+                     "precision": trained_precision(a.run, train_cfg.get("precision", "fp32")),
+                     "ema": train_cfg.get("ema"),
                      "keep_last": train_cfg.get("keep_last"), "threads": train_cfg.get("threads"),
                      "budget": {k: train_cfg.get(k) for k in ("minutes", "max_steps") if train_cfg.get(k)}},
         "selection": {"split": "valid", "sentences": select_sentences, "beam_size": a.beam_size,

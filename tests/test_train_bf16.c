@@ -26,7 +26,6 @@
 #include "model/checkpoint.h"
 #include "model/model.h"
 #include "nn/gemm.h"
-#include "nn/gemm.h"
 #include "testutil.h"
 #include "train_fixture.h"
 
@@ -169,12 +168,15 @@ static void test_train_step(const pmt_batch *b) {
     }
 }
 
-/* The key round-trips through the stored config; without it, fp32. */
+/* The key round-trips through the stored config; without it, fp32; the
+ * default is auto, which names this CPU's choice. */
 static void test_stored_config(void) {
     pmt_config cfg, back;
     char ignored[256], err[256];
     pmt_config_defaults(&cfg);
-    CHECK(cfg.precision == PMT_PRECISION_FP32);
+    CHECK(cfg.precision == PMT_PRECISION_AUTO && !strcmp(pmt_precision_name(cfg.precision), "auto"));
+    CHECK(pmt_gemm_precision_auto() == (pmt_cpu_has_bf16() ? PMT_PRECISION_BF16 : PMT_PRECISION_FP32));
+    CHECK(pmt_config_set(&cfg, "precision", "auto", err, sizeof err) == 0 && cfg.precision == PMT_PRECISION_AUTO);
     CHECK(pmt_config_set(&cfg, "precision", "bf16", err, sizeof err) == 0 && cfg.precision == PMT_PRECISION_BF16);
     CHECK(pmt_config_set(&cfg, "precision", "fp16", err, sizeof err) == -1 && strstr(err, "precision"));
     char *text = pmt_config_to_string(&cfg);

@@ -113,12 +113,13 @@ static void print_json(const pmt_bench_result *r, int n, const pmt_bench_peaks *
 }
 
 /* --precisions LIST (fp32,bf16) into precisions[], or the config's
- * precision alone when list is NULL. 0, or -1 with err. */
+ * precision alone when list is NULL; auto becomes this CPU's
+ * (pmt_gemm_precision_auto). 0, or -1 with err. */
 static int parse_precisions(const pmt_config *cfg, const char *list, int *precisions, int *n, char *err,
                             size_t errlen) {
     *n = 0;
     if (!list) {
-        precisions[(*n)++] = cfg->precision;
+        precisions[(*n)++] = cfg->precision == PMT_PRECISION_AUTO ? pmt_gemm_precision_auto() : cfg->precision;
         return 0;
     }
     char buf[64];
@@ -130,6 +131,7 @@ static int parse_precisions(const pmt_config *cfg, const char *list, int *precis
             snprintf(err, errlen, "--precisions: %s", inner);
             return -1;
         }
+        if (probe.precision == PMT_PRECISION_AUTO) probe.precision = pmt_gemm_precision_auto();
         for (int i = 0; i < *n; i++)
             if (precisions[i] == probe.precision) {
                 snprintf(err, errlen, "--precisions: '%s' is listed twice", name);

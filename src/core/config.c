@@ -97,8 +97,9 @@ static const field fields[] = {
     F("patience", T_INT, patience, "0", "train", "stop after this many validations without improvement (0 = off)"),
     F("ema", T_DOUBLE, ema, "0", "train", "keep an exponential moving average of the weights with this decay, e.g. 0.9999 (0 = off)"),
     F("keep_last", T_INT, keep_last, "0", "train", "also save step-N.ckpt at each save and keep the newest N (0 = off)"),
-    F("precision", T_PRECISION, precision, "fp32", "train",
-      "training matrix products: fp32 | bf16 (bf16 inputs, fp32 accumulation; needs a CPU with avx512_bf16)"),
+    F("precision", T_PRECISION, precision, "auto", "train",
+      "training matrix products: auto (bf16 where the CPU has native bf16 dot products, else fp32) | fp32 | bf16 "
+      "(bf16 inputs, fp32 accumulation; needs avx512_bf16 or AMX)"),
 
     F("model", T_PATH, model, "", "translate", "checkpoint or exported model file"),
     F("beam_size", T_INT, beam_size, "4", "translate", "beam size (1 = greedy)"),
@@ -135,7 +136,7 @@ enum { N_FIELDS = sizeof fields / sizeof fields[0] };
 static const char *const kind_names[] = {"standard", "projection"};
 static const char *const kernel_names[PMT_KERNELS] = {"gaussian", "boxcar", "constant", "epanechnikov"};
 static const char *const metric_names[PMT_METRICS] = {"euclidean", "diagonal", "cosine", "dot"};
-static const char *const precision_names[PMT_PRECISIONS] = {"fp32", "bf16"};
+static const char *const precision_names[PMT_PRECISIONS + 1] = {"fp32", "bf16", "auto"};
 static const char *const compute_type_names[PMT_COMPUTE_TYPES] = {"auto", "fp32", "bf16", "int8"};
 
 const char *pmt_compute_type_name(int compute_type) {
@@ -151,7 +152,7 @@ const char *pmt_metric_name(int metric) {
 }
 
 const char *pmt_precision_name(int precision) {
-    return precision >= 0 && precision < PMT_PRECISIONS ? precision_names[precision] : "?";
+    return precision >= 0 && precision <= PMT_PRECISION_AUTO ? precision_names[precision] : "?";
 }
 
 /* Index of value in names[0..n), or -1. */
@@ -297,7 +298,7 @@ static int set_field(pmt_config *cfg, const field *f, const char *value, char *e
     case T_PRECISION:
     case T_COMPUTE: {
         int k = f->type == T_METRIC      ? parse_name(value, metric_names, PMT_METRICS)
-                : f->type == T_PRECISION ? parse_name(value, precision_names, PMT_PRECISIONS)
+                : f->type == T_PRECISION ? parse_name(value, precision_names, PMT_PRECISION_AUTO + 1)
                                          : parse_name(value, compute_type_names, PMT_COMPUTE_TYPES);
         if (k < 0) goto bad;
         *(int *)p = k;
@@ -481,6 +482,9 @@ int pmt_config_load_string(pmt_config *cfg, const char *text, char *err, size_t 
 
 int pmt_config_load_stored(pmt_config *cfg, const char *text, char *ignored, size_t ignored_len, char *err,
                            size_t errlen) {
+    /* A stored config without the key predates it: that model trained in
+     * fp32 (never auto, which only a run resolves). */
+    cfg->precision = PMT_PRECISION_FP32;
     return load_string(cfg, text, ignored, ignored_len, err, errlen);
 }
 

@@ -41,8 +41,18 @@ typedef enum {
 
 /* Precision of training's large matrix products (nn/gemm.h): fp32, or bf16
  * inputs with fp32 accumulation and outputs (master weights, gradients and
- * Adam moments stay fp32 either way). */
-typedef enum { PMT_PRECISION_FP32 = 0, PMT_PRECISION_BF16 = 1, PMT_PRECISIONS = 2 } pmt_precision;
+ * Adam moments stay fp32 either way). PMT_PRECISIONS counts those two.
+ * auto (the default) is bf16 on a CPU with native bf16 dot products and
+ * fp32 elsewhere: the programs that train resolve it before building a
+ * model (pmt_gemm_precision_auto), so a model, a checkpoint and a bench
+ * result always carry fp32 or bf16; a model built on an unresolved auto
+ * runs fp32. */
+typedef enum {
+    PMT_PRECISION_FP32 = 0,
+    PMT_PRECISION_BF16 = 1,
+    PMT_PRECISIONS = 2,
+    PMT_PRECISION_AUTO = 2
+} pmt_precision;
 
 /* The weights decoding multiplies by (as CTranslate2's compute_type): auto
  * is the model file's own type (a checkpoint's fp32); the others convert at

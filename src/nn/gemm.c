@@ -375,6 +375,8 @@ int pmt_gemm_set_precision(int precision) {
 
 int pmt_gemm_precision(void) { return g_precision; }
 
+int pmt_gemm_precision_auto(void) { return pmt_cpu_has_bf16() ? PMT_PRECISION_BF16 : PMT_PRECISION_FP32; }
+
 /* vcvtneps2bf16 rounds to nearest even; the multiply by scale is exact for
  * scale = 1. The tail of a row is a masked vector, so every value takes the
  * same instruction. */

@@ -122,6 +122,9 @@ int pmt_gemm_bf16_reserve(size_t max_a, size_t max_b, char *err, size_t errlen);
  * whose beta is not 0 or 1 stay fp32. */
 int pmt_gemm_set_precision(int precision);
 int pmt_gemm_precision(void);
+/* What precision auto (core/config.h) means on this CPU: PMT_PRECISION_BF16
+ * with native bf16 dot products (pmt_cpu_has_bf16), else FP32. */
+int pmt_gemm_precision_auto(void);
 
 /* bf16: the upper 16 bits of x rounded to nearest even (NaN stays NaN). */
 uint16_t pmt_bf16_from_float(float x);

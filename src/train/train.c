@@ -35,7 +35,8 @@ void pmt_train_request_stop(int signo) { g_stop_signal = signo > 0 ? signo : -1;
 static void on_signal(int signo) { g_stop_signal = signo; }
 
 typedef struct trainer {
-    pmt_config cfg;
+    pmt_config cfg;                         /* the run's config, its precision resolved (never auto) */
+    int precision_auto;                     /* the precision came as auto */
     const pmt_train_data *data;
     const pmt_train_options *opt;
     const pmt_train_hooks *hooks;
@@ -735,9 +736,13 @@ static int setup(trainer *t, char *err, size_t errlen) {
     t->elapsed_base = t->st.elapsed_seconds;
     t->last_loss = t->last_accuracy = NAN;
     pmt_progress_message(&t->log, "training: %d pairs in %d batches of <= %d tokens (accum %d), %d validation "
-                         "pairs; %d thread(s); precision %s; logging to %s", t->data->train->n_pairs,
+                         "pairs; %d thread(s); precision %s%s; logging to %s", t->data->train->n_pairs,
                          t->train_b.n_batches, c->batch_tokens, c->accum, t->has_valid ? t->data->valid->n_pairs : 0,
-                         omp_get_max_threads(), pmt_precision_name(c->precision), t->tsv_path);
+                         omp_get_max_threads(), pmt_precision_name(c->precision),
+                         !t->precision_auto ? ""
+                         : c->precision == PMT_PRECISION_BF16 ? " (auto: this CPU has native bf16 dot products)"
+                                                              : " (auto: this CPU has no native bf16 dot products)",
+                         t->tsv_path);
     if (pmt_dist_size() > 1)
         pmt_progress_message(&t->log, "data-parallel: %d ranks (%d on this machine) x %d thread(s); each batch is "
                              "split across the ranks; gradient all-reduce of %.1f MB per step", pmt_dist_size(),
@@ -769,6 +774,10 @@ int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_t
         return -1;
     }
     t->cfg = *cfg;
+    /* auto becomes what this CPU runs best, and that is what the model,
+     * train.tsv's start line and every checkpoint record. */
+    t->precision_auto = t->cfg.precision == PMT_PRECISION_AUTO;
+    if (t->precision_auto) t->cfg.precision = pmt_gemm_precision_auto();
     t->cfg.vocab_size = data->vocab_size;
     t->data = data;
     t->opt = opt ? opt : &default_opt;
