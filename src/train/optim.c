@@ -98,19 +98,32 @@ static void adam_update(pmt_optim *o, float *params, const float *grads, double 
     uint16_t *params16 = o->params16;
     const uint8_t *decay = o->decay;
     const long n = (long)o->n, chunks = (n + ADAM_CHUNK - 1) / ADAM_CHUNK;
+    /* The decay test is a select, not a branch, and its absence a loop of
+     * its own, so that both loops vectorise (same values either way). */
 #pragma omp parallel for schedule(static)
     for (long c = 0; c < chunks; c++) {
         const long lo = c * ADAM_CHUNK, hi = lo + ADAM_CHUNK < n ? lo + ADAM_CHUNK : n;
+        if (decay) {
 #pragma omp simd
-        for (long i = lo; i < hi; i++) {
-            float g = grads[i] * fscale;
-            float mi = b1 * m[i] + (1.0f - b1) * g;
-            float vi = b2 * v[i] + (1.0f - b2) * g * g;
-            m[i] = mi;
-            v[i] = vi;
-            float update = (mi / bc1) / (sqrtf(vi / bc2) + eps);
-            if (decay && decay[i]) update += wd * params[i];
-            params[i] -= flr * update;
+            for (long i = lo; i < hi; i++) {
+                const float g = grads[i] * fscale;
+                const float mi = b1 * m[i] + (1.0f - b1) * g;
+                const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+                m[i] = mi;
+                v[i] = vi;
+                const float update = (mi / bc1) / (sqrtf(vi / bc2) + eps);
+                params[i] -= flr * (decay[i] ? update + wd * params[i] : update);
+            }
+        } else {
+#pragma omp simd
+            for (long i = lo; i < hi; i++) {
+                const float g = grads[i] * fscale;
+                const float mi = b1 * m[i] + (1.0f - b1) * g;
+                const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+                m[i] = mi;
+                v[i] = vi;
+                params[i] -= flr * ((mi / bc1) / (sqrtf(vi / bc2) + eps));
+            }
         }
         if (params16) pmt_bf16_convert_row(params16 + lo, params + lo, (int)(hi - lo), 1.0f);
     }
