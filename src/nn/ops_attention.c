@@ -50,8 +50,15 @@ static float *scratch_buf;
 static size_t scratch_per_thread;   /* floats per thread slice */
 static int scratch_threads;
 
+/* Key columns as the score products see them: S rounded up to whole register
+ * blocks (GW = 16 floats, defined below), so that their output columns never
+ * fall into small_gemm's narrow tail loop (spa-eng's sentences have S < 16:
+ * every score product would). The padding columns of the transposed keys
+ * (and values) are zeros, and the padding scores are never read. */
+#define PAD_COLS(n) (((n) + 15) / 16 * 16)
+
 static size_t scratch_need(int T, int S, int HS) {
-    const size_t t = (size_t)(T > 0 ? T : 0), k = (size_t)(S > 0 ? S : 0);
+    const size_t t = (size_t)(T > 0 ? T : 0), k = (size_t)PAD_COLS(S > 0 ? S : 0);
     return (size_t)HS * k + 2 * t * k + 2 * (t + k) + 64;   /* + one slot per buffer for empty shapes */
 }
 
@@ -195,6 +202,15 @@ static void transpose(float *dst, const float *src, int rows, int cols, int ld) 
         for (int c = 0; c < cols; c++) dst[(size_t)c * rows + r] = src[(size_t)r * ld + c];
 }
 
+/* dst [cols, ldd] = srcᵀ for src [rows, cols] (leading dimension ld), its
+ * columns rows..ldd-1 zero: the keys (values) as a score product's B
+ * operand with whole register blocks of columns (PAD_COLS). */
+static void transpose_padded(float *dst, int ldd, const float *src, int rows, int cols, int ld) {
+    for (int c = 0; c < cols; c++) memset(dst + (size_t)c * ldd + rows, 0, sizeof(float) * (size_t)(ldd - rows));
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) dst[(size_t)c * ldd + r] = src[(size_t)r * ld + c];
+}
+
 /* Zeroes the head-h slices of n rows starting at row r0. */
 static void zero_head_rows(float *x, size_t r0, int n, int C, int h, int HS) {
     for (int r = 0; r < n; r++) memset(HEAD(x, r0 + r, C, h, HS), 0, sizeof(float) * HS);
@@ -210,8 +226,10 @@ static void zero_head_rows(float *x, size_t r0, int n, int C, int h, int HS) {
  * whole square. Products skip only terms that are exactly zero, so the
  * results are the bits of the full products. Without a mask a "block" is
  * all T rows. Where the keys are the output columns of a product they are
- * rounded up to a whole register block (GW, the extra columns lie in the
- * masked part), so small_gemm never drops to its narrow-column loop. */
+ * rounded up to a whole register block (GW) over operands padded with zero
+ * columns to PAD_COLS(Sv), into a scratch of that width, so small_gemm
+ * never drops to its narrow-column loop; the extra columns lie in the
+ * masked part or the padding and are never read. */
 #define CAUSAL_ROWS 8
 
 /* Rows per block of a product over n query (or key) rows. */
@@ -220,12 +238,9 @@ static inline int block_rows(int causal, int n) { return causal ? CAUSAL_ROWS : 
 /* Keys visible to some row of the block ending (exclusively) at row t1. */
 static inline int block_keys(int causal, int t1, int Sv) { return causal && t1 < Sv ? t1 : Sv; }
 
-/* block_keys rounded up to a multiple of GW, at most Sv: for products whose
- * output columns are the keys. */
-static inline int block_key_cols(int causal, int t1, int Sv) {
-    const int n = (block_keys(causal, t1, Sv) + GW - 1) / GW * GW;
-    return n < Sv ? n : Sv;
-}
+/* block_keys rounded up to a whole register block: the output columns of a
+ * score product over PAD_COLS-padded operands. */
+static inline int block_key_blocks(int causal, int t1, int Sv) { return PAD_COLS(block_keys(causal, t1, Sv)); }
 
 /* First query that sees key j0 (and every later key of its block). */
 static inline int first_query(int causal, int j0) { return causal ? j0 : 0; }
@@ -274,20 +289,30 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
             const float *qh = HEAD(q, (size_t)b * T, ldq, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, ldkv, h, HS);
             float *oh = HEAD(out, (size_t)b * T, C, h, HS);
-            float *kT = scratch_slice();   /* [HS, Sv] */
-            memset(p, 0, sizeof(float) * T * S);
             const int RB = block_rows(causal, T);
             if (dots) {
+                memset(p, 0, sizeof(float) * T * S);
                 scores_by_dots(p, S, qh, ldq, kh, ldkv, scale, T, Sv, HS);
+                softmax_rows(p, klen[b], causal, T, S);
             } else {
-                transpose(kT, kh, Sv, HS, ldkv);
+                /* Scores into sc [T, Sp] over whole register blocks of keys,
+                 * then the softmax from sc into p. */
+                const int Sp = PAD_COLS(Sv);
+                float *kT = scratch_slice(), *sc = kT + (size_t)HS * Sp;   /* [HS, Sp] [T, Sp] */
+                transpose_padded(kT, Sp, kh, Sv, HS, ldkv);
+                memset(sc, 0, sizeof(float) * T * Sp);
                 for (int t0 = 0; t0 < T; t0 += RB) {
                     const int t1 = t0 + RB < T ? t0 + RB : T;
-                    small_gemm(t1 - t0, block_key_cols(causal, t1, Sv), HS, scale, qh + (size_t)t0 * ldq, ldq, kT,
-                               Sv, p + (size_t)t0 * S, S);
+                    small_gemm(t1 - t0, block_key_blocks(causal, t1, Sv), HS, scale, qh + (size_t)t0 * ldq, ldq, kT,
+                               Sp, sc + (size_t)t0 * Sp, Sp);
+                }
+                for (int t = 0; t < T; t++) {
+                    const int nvis = visible_keys(klen[b], causal, t, S);
+                    float *row = p + (size_t)t * S;
+                    memcpy(row, sc + (size_t)t * Sp, sizeof(float) * (size_t)nvis);
+                    masked_softmax_row(row, nvis, S);
                 }
             }
-            softmax_rows(p, klen[b], causal, T, S);
             zero_head_rows(out, (size_t)b * T, T, C, h, HS);
             for (int t0 = 0; t0 < T; t0 += RB) {
                 const int t1 = t0 + RB < T ? t0 + RB : T;
@@ -325,8 +350,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             /* g is [T, Sv] here: keys beyond the prefix get no gradient. */
-            const int Sv = key_prefix(klen[b], S);
-            float *vT = scratch_slice(), *g = vT + (size_t)HS * Sv, *tr = g + (size_t)T * Sv;   /* [HS,Sv] [T,Sv] [Sv,T] */
+            const int Sv = key_prefix(klen[b], S), Sp = PAD_COLS(Sv);
+            float *vT = scratch_slice(), *g = vT + (size_t)HS * Sp, *tr = g + (size_t)T * Sp;   /* [HS,Sp] [T,Sp] [Sv,T] */
             const float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, ldq, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, ldkv, h, HS);
@@ -334,20 +359,20 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
             float *dqh = HEAD(dq, (size_t)b * T, ldq, h, HS);
             float *dkh = HEAD(dk, (size_t)b * S, ldkv, h, HS), *dvh = HEAD(dv, (size_t)b * S, ldkv, h, HS);
             const int RB = block_rows(causal, T);
-            transpose(vT, HEAD(v, (size_t)b * S, ldkv, h, HS), Sv, HS, ldkv);
-            memset(g, 0, sizeof(float) * T * Sv);
+            transpose_padded(vT, Sp, HEAD(v, (size_t)b * S, ldkv, h, HS), Sv, HS, ldkv);
+            memset(g, 0, sizeof(float) * T * Sp);
             for (int t0 = 0; t0 < T; t0 += RB) {   /* dP = dout vᵀ, visible blocks */
                 const int t1 = t0 + RB < T ? t0 + RB : T;
-                small_gemm(t1 - t0, block_key_cols(causal, t1, Sv), HS, 1.0f, doh + (size_t)t0 * C, C, vT, Sv,
-                           g + (size_t)t0 * Sv, Sv);
+                small_gemm(t1 - t0, block_key_blocks(causal, t1, Sv), HS, 1.0f, doh + (size_t)t0 * C, C, vT, Sp,
+                           g + (size_t)t0 * Sp, Sp);
             }
-            softmax_backward_rows(g, Sv, p, S, klen[b], causal, T);
+            softmax_backward_rows(g, Sp, p, S, klen[b], causal, T);
             for (int t0 = 0; t0 < T; t0 += RB) {   /* dq += scale g k */
                 const int t1 = t0 + RB < T ? t0 + RB : T;
-                small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), scale, g + (size_t)t0 * Sv, Sv, kh, ldkv,
+                small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), scale, g + (size_t)t0 * Sp, Sp, kh, ldkv,
                            dqh + (size_t)t0 * ldq, ldq);
             }
-            transpose(tr, g, T, Sv, Sv);
+            transpose(tr, g, T, Sv, Sp);
             const int KB = block_rows(causal, Sv);
             for (int j0 = 0; j0 < Sv; j0 += KB) {   /* dk += scale gᵀ q over the queries that see the keys */
                 const int j1 = j0 + KB < Sv ? j0 + KB : Sv, t0 = first_query(causal, j0);
@@ -387,20 +412,23 @@ static void head_norms(float *nrm, const float *x, size_t r0, int n, int C, int 
     }
 }
 
-/* Fills the first Sv columns of d [T, ldd] with the squared distances
- * |q_t|² + |k_j|² − 2 q_t·k_j of one (b, h), using kT [HS, Sv] (kᵀ) for the
- * cross term; the rest is zeroed. Causal: only each row block's visible
- * keys (causal row blocks above); the masked rest stays 0. */
-static void sq_distances(float *d, int ldd, const float *qh, const float *kT, const float *qn,
-                         const float *kn, int causal, int T, int Sv, int C, int HS) {
-    memset(d, 0, sizeof(float) * T * ldd);
+/* Fills d [T, Sp] (Sp = PAD_COLS(Sv)) with the squared distances
+ * |q_t|² + |k_j|² − 2 q_t·k_j of one (b, h) for the visible keys j < Sv,
+ * using kT [HS, Sp] (kᵀ, zero-padded: transpose_padded) for the cross term
+ * over whole register blocks of keys; the rest is 0. Causal: only each row
+ * block's visible keys (causal row blocks above); the masked rest stays 0. */
+static void sq_distances(float *d, const float *qh, const float *kT, const float *qn, const float *kn, int causal,
+                         int T, int Sv, int C, int HS) {
+    const int Sp = PAD_COLS(Sv);
+    memset(d, 0, sizeof(float) * T * Sp);
     const int RB = block_rows(causal, T);
     for (int t0 = 0; t0 < T; t0 += RB) {
-        const int t1 = t0 + RB < T ? t0 + RB : T, nk = block_key_cols(causal, t1, Sv);
-        small_gemm(t1 - t0, nk, HS, -2.0f, qh + (size_t)t0 * C, C, kT, Sv, d + (size_t)t0 * ldd, ldd);
+        const int t1 = t0 + RB < T ? t0 + RB : T, nk = block_key_blocks(causal, t1, Sv);
+        const int nn = nk < Sv ? nk : Sv;
+        small_gemm(t1 - t0, nk, HS, -2.0f, qh + (size_t)t0 * C, C, kT, Sp, d + (size_t)t0 * Sp, Sp);
         for (int t = t0; t < t1; t++)
 #pragma omp simd
-            for (int j = 0; j < nk; j++) d[(size_t)t * ldd + j] += qn[t] + kn[j];
+            for (int j = 0; j < nn; j++) d[(size_t)t * Sp + j] += qn[t] + kn[j];
     }
 }
 
@@ -413,8 +441,9 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             /* Only the visible key prefix: its norms, distances, weights. */
-            const int Sv = key_prefix(klen[b], S);
-            float *qn = scratch_slice(), *kn = qn + T + 1, *kT = kn + Sv + 1;   /* [T] [Sv] [HS, Sv] */
+            const int Sv = key_prefix(klen[b], S), Sp = PAD_COLS(Sv);
+            float *qn = scratch_slice(), *kn = qn + T + 1, *kT = kn + Sv + 1;   /* [T] [Sv] [HS, Sp] */
+            float *sc = kT + (size_t)HS * Sp;                                   /* [T, Sp] */
             const float c = inv_two_sigma2(log_sigma, h);
             float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
@@ -427,14 +456,20 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
                 for (int t = 0; t < T; t++)
 #pragma omp simd
                     for (int j = 0; j < Sv; j++) p[(size_t)t * S + j] += qn[t] + kn[j];
-            } else {
-                transpose(kT, kh, Sv, HS, C);
-                sq_distances(p, S, qh, kT, qn, kn, causal, T, Sv, C, HS);
-            }
-            for (int t = 0; t < T; t++) {
-                const int nvis = visible_keys(klen[b], causal, t, S);   /* the softmax zeroes the rest */
+                for (int t = 0; t < T; t++) {
+                    const int nvis = visible_keys(klen[b], causal, t, S);   /* the softmax zeroes the rest */
 #pragma omp simd
-                for (int j = 0; j < nvis; j++) p[(size_t)t * S + j] *= -c;
+                    for (int j = 0; j < nvis; j++) p[(size_t)t * S + j] *= -c;
+                }
+            } else {
+                /* Distances into sc [T, Sp], the logits from there into p. */
+                transpose_padded(kT, Sp, kh, Sv, HS, C);
+                sq_distances(sc, qh, kT, qn, kn, causal, T, Sv, C, HS);
+                for (int t = 0; t < T; t++) {
+                    const int nvis = visible_keys(klen[b], causal, t, S);   /* the softmax zeroes the rest */
+#pragma omp simd
+                    for (int j = 0; j < nvis; j++) p[(size_t)t * S + j] = sc[(size_t)t * Sp + j] * -c;
+                }
             }
             softmax_rows(p, klen[b], causal, T, S);
             zero_head_rows(out, (size_t)b * T, T, C, h, HS);
@@ -475,49 +510,50 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
                                      int b, int h, int T, int S, int C, int NH) {
     const int HS = C / NH;
     /* Keys beyond the visible prefix get no gradient: g is [T, Sv]. */
-    const int Sv = key_prefix(klen, S);
-    /* [HS, Sv] [T, Sv] [Sv, T] [T] [Sv] from this thread's scratch; qn/kn below reuse rsum/csum's room
-     * before those are filled. */
-    float *kT = scratch_slice(), *g = kT + (size_t)HS * Sv, *tr = g + (size_t)T * Sv;
-    float *rsum = tr + (size_t)Sv * T, *csum = rsum + T + 1;
+    const int Sv = key_prefix(klen, S), Sp = PAD_COLS(Sv);
+    /* [HS, Sp] [T, Sp] [T, Sp] (also [Sv, T]) [T] [Sv] from this thread's scratch; qn/kn below reuse
+     * rsum/csum's room before those are filled. g's columns Sv..Sp-1 are 0. */
+    float *kT = scratch_slice(), *g = kT + (size_t)HS * Sp, *tr = g + (size_t)T * Sp;
+    float *rsum = tr + (size_t)Sp * T, *csum = rsum + T + 1;
     const float *p = probs + ((size_t)b * NH + h) * T * S;
     const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
     const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
     const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
     const int RB = block_rows(causal, T), KB = block_rows(causal, Sv);
-    transpose(kT, kh, Sv, HS, C);
-    memset(g, 0, sizeof(float) * T * Sv);
+    transpose_padded(kT, Sp, kh, Sv, HS, C);
+    memset(g, 0, sizeof(float) * T * Sp);
     for (int t0 = 0; t0 < T; t0 += RB) {   /* dP = dout kᵀ (values = keys), visible blocks */
         const int t1 = t0 + RB < T ? t0 + RB : T;
-        small_gemm(t1 - t0, block_key_cols(causal, t1, Sv), HS, 1.0f, doh + (size_t)t0 * C, C, kT, Sv,
-                   g + (size_t)t0 * Sv, Sv);
+        small_gemm(t1 - t0, block_key_blocks(causal, t1, Sv), HS, 1.0f, doh + (size_t)t0 * C, C, kT, Sp,
+                   g + (size_t)t0 * Sp, Sp);
     }
-    softmax_backward_rows(g, Sv, p, S, klen, causal, T);
+    softmax_backward_rows(g, Sp, p, S, klen, causal, T);
 
     double dsig = 0.0;
     if (want_sigma) {
         float *qn = rsum, *kn = csum;   /* rsum/csum are written only after this block */
         head_norms(qn, q, (size_t)b * T, T, C, h, HS);
         head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
-        sq_distances(tr, Sv, qh, kT, qn, kn, causal, T, Sv, C, HS); /* tr as [T, Sv] scratch */
-        for (int i = 0; i < T * Sv; i++) dsig += (double)g[i] * tr[i];
+        sq_distances(tr, qh, kT, qn, kn, causal, T, Sv, C, HS); /* tr as [T, Sp] scratch */
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < Sv; j++) dsig += (double)g[(size_t)t * Sp + j] * tr[(size_t)t * Sp + j];
         dsig *= 2.0 * c;
     }
     for (int t = 0; t < T; t++) {
         double s = 0.0;
-        for (int j = 0; j < Sv; j++) s += g[(size_t)t * Sv + j];
+        for (int j = 0; j < Sv; j++) s += g[(size_t)t * Sp + j];
         rsum[t] = (float)s;
     }
     for (int j = 0; j < Sv; j++) {
         double s = 0.0;
-        for (int t = 0; t < T; t++) s += g[(size_t)t * Sv + j];
+        for (int t = 0; t < T; t++) s += g[(size_t)t * Sp + j];
         csum[j] = (float)s;
     }
 
     float *dqh = HEAD(dq, (size_t)b * T, C, h, HS);
     for (int t0 = 0; t0 < T; t0 += RB) {
         const int t1 = t0 + RB < T ? t0 + RB : T;
-        small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), 2.0f * c, g + (size_t)t0 * Sv, Sv, kh, C,
+        small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), 2.0f * c, g + (size_t)t0 * Sp, Sp, kh, C,
                    dqh + (size_t)t0 * C, C);
     }
     for (int t = 0; t < T; t++) {
@@ -529,7 +565,7 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
     }
 
     float *dkh = HEAD(dk, (size_t)b * S, C, h, HS);
-    transpose(tr, g, T, Sv, Sv);
+    transpose(tr, g, T, Sv, Sp);
     for (int j0 = 0; j0 < Sv; j0 += KB) {   /* over the queries that see the keys */
         const int j1 = j0 + KB < Sv ? j0 + KB : Sv, t0 = first_query(causal, j0);
         small_gemm(j1 - j0, HS, T - t0, 2.0f * c, tr + (size_t)j0 * T + t0, T, qh + (size_t)t0 * C, C,
