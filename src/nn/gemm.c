@@ -527,24 +527,37 @@ void pmt_sgemm_lp(int same_a, int ta, int tb, int M, int N, int K, float alpha, 
     sgemm_on(PROJMT_GEMM_DEFAULT, same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
 }
 
-void pmt_gemm_bf16_out(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
-                       const float *bias, int relu, uint16_t *C16, int ldc) {
+/* The products whose epilogue adds a bias (and a ReLU) and writes fp32 or
+ * bf16 C: pmt_gemm_bf16_out, pmt_gemm_bf16_bias. */
+static void bf16_epilogue_product(const char *what, int ta, int tb, int M, int N, int K, const uint16_t *A16,
+                                  const uint16_t *B16, const float *bias, int relu, int c_bf16, void *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (g_precision != PMT_PRECISION_BF16 || K <= 0 || !A16 || !B16) {
-        fail_output_bf16(C16, M, N, ldc);
-        pmt_gemm_record_error("internal error: a bf16-output product (M=%d N=%d K=%d) outside the bf16 precision "
-                              "or without bf16 operands", M, N, K);
+        if (c_bf16) fail_output_bf16(C, M, N, ldc);
+        else pmt_gemm_fail_output(C, M, N, ldc);
+        pmt_gemm_record_error("internal error: a %s product (M=%d N=%d K=%d) outside the bf16 precision or without "
+                              "bf16 operands", what, M, N, K);
         return;
     }
     pmt_profile_add_flops(2.0 * M * (double)N * K);
     const int lda = ta ? M : K, ldb = tb ? K : N;
-    const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, 0, 1, bias != NULL, relu != 0,
+    const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, 0, c_bf16, bias != NULL, relu != 0,
                               NULL, NULL, NULL, NULL, NULL, 0};
     const double t0 = pmt_profile_begin();
     pthread_mutex_lock(&g_cache_lock);
-    matmul_run_key(&key, A16, B16, bias, C16);
+    matmul_run_key(&key, A16, B16, bias, C);
     pthread_mutex_unlock(&g_cache_lock);
     pmt_profile_end(PMT_PHASE_GEMM, t0);
+}
+
+void pmt_gemm_bf16_out(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+                       const float *bias, int relu, uint16_t *C16, int ldc) {
+    bf16_epilogue_product("bf16-output", ta, tb, M, N, K, A16, B16, bias, relu, 1, C16, ldc);
+}
+
+void pmt_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+                        const float *bias, float *C, int ldc) {
+    bf16_epilogue_product("bf16 biased", ta, tb, M, N, K, A16, B16, bias, 0, 0, C, ldc);
 }
 
 void pmt_sgemm_in_task(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,

@@ -94,6 +94,12 @@ void pmt_sgemm_lp(int same_a, int trans_a, int trans_b, int M, int N, int K, flo
 void pmt_gemm_bf16_out(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
                        const float *bias, int relu, uint16_t *C16, int ldc);
 
+/* The same with an fp32 C = op(A16) · op(B16) + bias (bias [N], or NULL):
+ * the bias added in the epilogue, instead of a broadcast pass over C before
+ * a product that reads C back (beta = 1). */
+void pmt_gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+                        const float *bias, float *C, int ldc);
+
 /* For the small per-task products inside an OpenMP parallel region (the
  * pooling-attention kernels run one per sentence and head): the active
  * backend on the calling thread only (both libraries run single-threaded

@@ -179,18 +179,24 @@ static const uint16_t *forward_input16(const float *inp, int N, int IN, const li
 }
 
 /* out [N, OUT] = inp [N, IN] · w [OUT, IN]ᵀ + b [OUT]. The bias is broadcast
- * into out first and sgemm adds onto it (beta = 1): one pass over out. */
+ * into out first and sgemm adds onto it (beta = 1): one pass over out; in
+ * bf16 with both copies at hand the bias is the product's epilogue (no
+ * pass, and the product does not read out). */
 void linear_forward_lp(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT,
                        const linear_bf16 *lp) {
     if (N <= 0 || OUT <= 0) return;
+    const uint16_t *inp16 = forward_input16(inp, N, IN, lp);
+    if (inp16 && lp->w && IN > 0) {   /* bf16 with both copies: the bias in the product's epilogue */
+        pmt_gemm_bf16_bias(0, 1, N, OUT, IN, inp16, lp->w, b, out, OUT);
+        return;
+    }
     float beta = 0.0f;
     if (b) {
 #pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OUT, b, sizeof(float) * OUT);
         beta = 1.0f;
     }
-    pmt_sgemm_lp(0, 0, 1, N, OUT, IN, 1.0f, inp, forward_input16(inp, N, IN, lp), IN, w, lp ? lp->w : NULL, IN,
-                 beta, out, OUT);
+    pmt_sgemm_lp(0, 0, 1, N, OUT, IN, 1.0f, inp, inp16, IN, w, lp ? lp->w : NULL, IN, beta, out, OUT);
 }
 
 void linear_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT) {
