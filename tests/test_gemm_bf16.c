@@ -407,6 +407,28 @@ static void test_bf16_output_kernels(void) {
     relu_backward_inplace_lp16(y2, y16b, h16, NE);
     CHECK_MSG(same_bits(y1, y2, NE) && memcmp(y16a, y16b, sizeof(uint16_t) * NE) == 0,
               "relu_backward_inplace_lp16 differs from the fp32-gated kernel");
+    /* With the bias gradient summed in the same pass: the gated values and
+     * their rounding as above; db = the column sums (onto an initial db),
+     * the same bits with 1 and 2 threads. NE = 100 rows of 50. */
+    enum { NR = 100, NC = 50 };
+    float db1[NC], db2[NC], *bscratch = malloc(sizeof(float) * relu_backward_bias_scratch_floats(NC));
+    double want[NC];
+    memcpy(y2, x, sizeof(float) * NE);
+    for (int j = 0; j < NC; j++) db1[j] = db2[j] = 0.5f, want[j] = 0.5;
+    for (int i = 0; i < NE; i++) want[i % NC] += y1[i];
+    const int saved_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    relu_backward_bias_lp16(y2, y16b, db1, h16, NR, NC, bscratch);
+    omp_set_num_threads(2);
+    memcpy(y1, x, sizeof(float) * NE);
+    relu_backward_bias_lp16(y1, y16a, db2, h16, NR, NC, bscratch);
+    omp_set_num_threads(saved_threads);
+    int db_far = 0;
+    for (int j = 0; j < NC; j++) db_far += fabs(db1[j] - want[j]) > 1e-5 * (1.0 + fabs(want[j]));
+    CHECK_MSG(same_bits(y1, y2, NE) && memcmp(y16a, y16b, sizeof(uint16_t) * NE) == 0 && db_far == 0 &&
+                  same_bits(db1, db2, NC),
+              "relu_backward_bias_lp16: gated values, rounding or bias sums wrong (%d sums off)", db_far);
+    free(bscratch);
     pmt_gemm_set_precision(PMT_PRECISION_FP32);
     free(a); free(w); free(bias); free(ref); free(a16); free(w16); free(out16);
     free(logits); free(d1); free(d3); free(scratch); free(l16); free(g16); free(e16);

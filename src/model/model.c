@@ -99,6 +99,7 @@ struct pmt_model_activations {
      * and of FFN up (nn/ops.h linear_bf16); else NULL. */
     uint16_t *d_sub16, *d_h16;
     float *ln_scratch;                     /* layernorm_backward's partial sums */
+    float *bias_scratch;                   /* relu_backward_bias_lp16's partial sums (bf16 training) */
 
     float *log_sigma_fixed;            /* [NH]: pmt_model_fixed_log_sigma */
     float *pool_scratch;               /* poolattn_* scratch (NULL unless pooling) */
@@ -442,6 +443,7 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     A->d_sub16 = carve_bf16(ab, rows * C, lowp);
     A->d_h16 = carve_bf16(ab, rows * F, lowp);
     A->ln_scratch = carve(ab, layernorm_backward_scratch_floats(C));
+    if (lowp) A->bias_scratch = carve(ab, relu_backward_bias_scratch_floats(F));
 }
 
 /* --precision bf16: the gemm layer's bf16 copies of the largest operands a
@@ -1037,14 +1039,15 @@ static void ffn_sublayer_backward(pmt_model *m, const pmt_ffn_params *p, const b
     down_lp.dout = d_sub16;
     linear_backward_lp(A->d_h, grad_of(m, p->w2), grad_of(m, p->b2), d_sub, a->h, p->w2, N, m->F, m->C, 0.0f, 1.0f,
                        &down_lp);
-    if (rounding(m)) {
-        relu_backward_inplace_lp16(A->d_h, A->d_h16, a->h16, (size_t)N * m->F);
+    float *db1 = grad_of(m, p->b1);
+    if (rounding(m)) {   /* the bias gradient summed in the ReLU's pass */
+        relu_backward_bias_lp16(A->d_h, A->d_h16, db1, a->h16, N, m->F, A->bias_scratch);
         up_lp.dout = A->d_h16;
+        db1 = NULL;
     } else {
         relu_backward_inplace(A->d_h, a->h, (size_t)N * m->F);
     }
-    linear_backward_lp(A->d_ln, grad_of(m, p->w1), grad_of(m, p->b1), A->d_h, a->ln, p->w1, N, m->C, m->F, 0.0f,
-                       1.0f, &up_lp);
+    linear_backward_lp(A->d_ln, grad_of(m, p->w1), db1, A->d_h, a->ln, p->w1, N, m->C, m->F, 0.0f, 1.0f, &up_lp);
 }
 
 /* d_stream holds d(x_out) on entry and d(x_in) on exit: the residual passes

@@ -310,6 +310,15 @@ void relu_backward_inplace_lp(float *d, uint16_t *d16, const float *out, size_t 
  * layer when only its bf16 form exists, linear_relu_forward_bf16): out16 > 0
  * exactly where the rounded output is positive. */
 void relu_backward_inplace_lp16(float *d, uint16_t *d16, const uint16_t *out16, size_t n);
+/* relu_backward_inplace_lp16 over d [N, OUT] that also sums the layer's
+ * bias gradient while each row is in registers: db [OUT] += Σ_n d[n] (the
+ * gated gradient), instead of linear_backward's column pass reading d
+ * again. Row chunks fixed by N, partials in scratch (caller memory of
+ * relu_backward_bias_scratch_floats(OUT) floats, overwritten) added in
+ * order: the same bits for any thread count. */
+size_t relu_backward_bias_scratch_floats(int OUT);
+void relu_backward_bias_lp16(float *d, uint16_t *d16, float *db, const uint16_t *out16, int N, int OUT,
+                             float *scratch);
 /* dinp = dout * mask. */
 void dropout_backward_set(float *dinp, const float *dout, const float *mask, size_t n);
 

@@ -325,6 +325,39 @@ void relu_backward_inplace_lp16(float *d, uint16_t *d16, const uint16_t *out16, 
     }
 }
 
+size_t relu_backward_bias_scratch_floats(int OUT) { return (size_t)LN_BWD_CHUNKS * (size_t)OUT; }
+
+/* As layernorm_backward's weight gradients: row chunks as a function of N,
+ * fp32 partials per chunk in scratch, added in chunk order in double. */
+void relu_backward_bias_lp16(float *d, uint16_t *d16, float *db, const uint16_t *out16, int N, int OUT,
+                             float *scratch) {
+    if (N <= 0 || OUT <= 0) return;
+    const int nchunk = N < LN_BWD_CHUNKS ? N : LN_BWD_CHUNKS;
+#pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
+    for (int k = 0; k < nchunk; k++) {
+        const int n0 = (int)((long)N * k / nchunk), n1 = (int)((long)N * (k + 1) / nchunk);
+        float *pb = scratch + (size_t)k * OUT;
+        memset(pb, 0, sizeof(float) * (size_t)OUT);
+        for (int n = n0; n < n1; n++) {
+            float *dr = d + (size_t)n * OUT;
+            const uint16_t *o = out16 + (size_t)n * OUT;
+#pragma omp simd
+            for (int j = 0; j < OUT; j++) {
+                const float x = (int16_t)o[j] > 0 ? dr[j] : 0.0f;
+                dr[j] = x;
+                pb[j] += x;
+            }
+            pmt_bf16_convert_row(d16 + (size_t)n * OUT, dr, OUT, 1.0f);
+        }
+    }
+#pragma omp parallel for schedule(static) if ((long)nchunk * OUT > OPS_PAR_MIN)
+    for (int j = 0; j < OUT; j++) {
+        double acc = 0.0;
+        for (int k = 0; k < nchunk; k++) acc += scratch[(size_t)k * OUT + j];
+        db[j] += (float)acc;
+    }
+}
+
 /* ---- residual ---- */
 
 void residual_forward(float *out, const float *a, const float *b, size_t n) {
