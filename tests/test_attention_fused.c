@@ -69,6 +69,23 @@ static void check_fused(const char *name, int B, int T, int S, int causal, const
     get_block(back, dkvbuf, Nk, ldkv, vcol, C);
     CHECK_MSG(!memcmp(back, dv, sizeof(float) * Nk * C), "%s: fused dv differs", name);
 
+    /* The setting form over garbage: the bits of the accumulating form
+     * over zeros (every row, padding and masked keys included). */
+    float *sq = tu_alloc((size_t)Nq * ldq), *skv = self ? sq : tu_alloc((size_t)Nk * ldkv);
+    float *zq = tu_alloc((size_t)Nq * ldq), *zkv = self ? zq : tu_alloc((size_t)Nk * ldkv);
+    tu_fill(sq, (size_t)Nq * ldq, 1e3, 2e3);
+    if (!self) tu_fill(skv, (size_t)Nk * ldkv, -2e3, -1e3);
+    memset(zq, 0, sizeof(float) * (size_t)Nq * ldq);
+    if (!self) memset(zkv, 0, sizeof(float) * (size_t)Nk * ldkv);
+    attention_backward_set(sq, skv + kcol, skv + vcol, dout, p2, qbuf, kvbuf + kcol, kvbuf + vcol, ldq, ldkv, klen,
+                           causal, B, T, Tk, C, NH, scale);
+    attention_backward(zq, zkv + kcol, zkv + vcol, dout, p2, qbuf, kvbuf + kcol, kvbuf + vcol, ldq, ldkv, klen,
+                       causal, B, T, Tk, C, NH, scale);
+    CHECK_MSG(!memcmp(sq, zq, sizeof(float) * (size_t)Nq * ldq) &&
+                  (self || !memcmp(skv, zkv, sizeof(float) * (size_t)Nk * ldkv)),
+              "%s: attention_backward_set differs from attention_backward over zeros", name);
+    free(sq); free(zq); if (!self) { free(skv); free(zkv); }
+
     /* The decoder's forms: few queries over the fused K|V, cached with a strided q. */
     if (!self) {
         attention_forward_few_queries(o1, p1, q, k, v, C, C, klen, 0, B, T, Tk, C, NH, scale);

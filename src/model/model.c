@@ -999,10 +999,10 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
         /* d(q|k|v) in the layout of a->q/k/v: self [Nq, 3C]; cross [Nq, C]
          * then [Nk, 2C]. */
         float *d_q = A->d_qkv, *d_kv = io->memory ? A->d_qkv + (size_t)Nq * C : A->d_qkv + C;
-        zero(A->d_qkv, io->memory ? (size_t)Nq * C + (size_t)Nk * 2 * C : (size_t)Nq * 3 * C);
-        const double t0 = pmt_profile_begin();
-        attention_backward(d_q, d_kv, d_kv + C, A->d_att, a->probs, a->q, a->k, a->v, a->ldq, a->ldkv, io->klen,
-                           io->causal, io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
+        const double t0 = pmt_profile_begin();   /* d(q|k|v) is set by the kernel: no zeroing pass */
+        attention_backward_set(d_q, d_kv, d_kv + C, A->d_att, a->probs, a->q, a->k, a->v, a->ldq, a->ldkv,
+                               io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH,
+                               (float)(1.0 / sqrt((double)m->HS)));
         pmt_profile_end(PMT_PHASE_ATTENTION, t0);
         float *dw = grad_of(m, p->wqkv), *db = grad_of(m, p->bqkv);
         const linear_bf16 q_lp = lp_of(m, a->ln16, p->wqkv, 1);

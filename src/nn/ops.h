@@ -170,6 +170,13 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         const float *probs, const float *q, const float *k,
                         const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                         int B, int T, int S, int C, int NH, float scale);
+/* As attention_backward into zeroed dq, dk, dv (the same bits), but SETS
+ * them: each (b, h) task zeroes its own head slices of its sentence's rows
+ * right before accumulating into them, instead of the caller zeroing the
+ * whole [N, 3C] (or [Nq, C] and [Nk, 2C]) gradient in a pass of its own. */
+void attention_backward_set(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
+                            const float *k, const float *v, int ldq, int ldkv, const int32_t *klen, int causal, int B,
+                            int T, int S, int C, int NH, float scale);
 
 /* ---- projection attention (Sanger): softmax over negative Gaussian distances ----
  * For head h:  logit[t,j] = -(|q_t|² + |k_j|² - 2 q_t·k_j) / (2 σ_h²) + mask,

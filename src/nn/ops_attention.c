@@ -340,15 +340,20 @@ void attention_forward_few_queries(float *out, float *probs, const float *q, con
  * offsets when q, k, v are the fused projection of self-attention).
  * Per (b, h): dP = dout vᵀ, g = softmax backward, dq += scale g k,
  * dk += scale gᵀ q, dv += Pᵀ dout. */
-void attention_backward(float *dq, float *dk, float *dv, const float *dout,
-                        const float *probs, const float *q, const float *k,
-                        const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
-                        int B, int T, int S, int C, int NH, float scale) {
+static void attention_backward_impl(float *dq, float *dk, float *dv, const float *dout, const float *probs,
+                                    const float *q, const float *k, const float *v, int ldq, int ldkv,
+                                    const int32_t *klen, int causal, int B, int T, int S, int C, int NH, float scale,
+                                    int set) {
     const int HS = C / NH;
     scratch_check(T, S, HS);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
+            if (set) {   /* this task's slices only, just before it accumulates into them (they stay in cache) */
+                zero_head_rows(dq, (size_t)b * T, T, ldq, h, HS);
+                zero_head_rows(dk, (size_t)b * S, S, ldkv, h, HS);
+                zero_head_rows(dv, (size_t)b * S, S, ldkv, h, HS);
+            }
             /* g is [T, Sv] here: keys beyond the prefix get no gradient. */
             const int Sv = key_prefix(klen[b], S), Sp = PAD_COLS(Sv);
             float *vT = scratch_slice(), *g = vT + (size_t)HS * Sp, *tr = g + (size_t)T * Sp;   /* [HS,Sp] [T,Sp] [Sv,T] */
@@ -387,6 +392,19 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
             }
         }
     }
+}
+
+void attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                        const float *probs, const float *q, const float *k,
+                        const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
+                        int B, int T, int S, int C, int NH, float scale) {
+    attention_backward_impl(dq, dk, dv, dout, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 0);
+}
+
+void attention_backward_set(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
+                            const float *k, const float *v, int ldq, int ldkv, const int32_t *klen, int causal, int B,
+                            int T, int S, int C, int NH, float scale) {
+    attention_backward_impl(dq, dk, dv, dout, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 1);
 }
 
 /* ---- projection attention ---- */
