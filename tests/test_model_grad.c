@@ -4,7 +4,8 @@
  * finite differences of pmt_model_forward, for every parameter tensor of a tiny
  * model, in every combination of attention forms at the three sites, with
  * fixed and learned σ, every kernel and metric of the pooling family
- * (nn/ops.h poolattn_*), with padding, and with dropout (its masks are a
+ * (nn/ops.h poolattn_*), with padding, and with dropout on the residual
+ * branches and on the attention output (attn_dropout; its masks are a
  * deterministic function of the seed, so the perturbed passes see the same
  * masks).
  *
@@ -63,6 +64,9 @@ static double central_difference(pmt_model *m, const pmt_batch *b, int train, ui
     return (4.0 * quotient(m, b, train, seed, p, h / 2) - quotient(m, b, train, seed, p, h)) / 3.0;
 }
 
+/* attn_dropout of the next checks (0 but for the one that tests it). */
+static double g_attn_dropout;
+
 /* Returns the worst norm-wise relative error over all tensors. */
 static double check_config_family(const char *label, int kinds[PMT_SITES], int learned_sigma, double dropout,
                                   int kernel, int metric, double sigma_sq) {
@@ -75,6 +79,7 @@ static double check_config_family(const char *label, int kinds[PMT_SITES], int l
     cfg.enc_layers = 2;
     cfg.dec_layers = 2;
     cfg.dropout = dropout;
+    cfg.attn_dropout = g_attn_dropout;
     cfg.label_smoothing = 0.1;
     cfg.max_len = 8;
     cfg.batch_tokens = 64;
@@ -99,7 +104,7 @@ static double check_config_family(const char *label, int kinds[PMT_SITES], int l
     pmt_batch b;
     make_batch(&b, src, src_len, tin, tout, tlen);
     const uint64_t seed = 7;
-    const int train = dropout > 0;
+    const int train = dropout > 0 || g_attn_dropout > 0;
 
     pmt_stats st;
     pmt_model_zero_grad(&m);
@@ -172,6 +177,12 @@ int main(void) {
     check_config("all projection, learned sigma", all_proj, 1, 0.0);
     check_config("all standard, dropout 0.2", all_std, 0, 0.2);
     check_config("all projection, learned sigma, dropout 0.2", all_proj, 1, 0.2);
+    /* Dropout on the pooled values (attn_dropout), alone and with the
+     * residual dropout, in both attention forms. */
+    g_attn_dropout = 0.3;
+    check_config("all projection, attn_dropout 0.3", all_proj, 0, 0.0);
+    check_config("all standard, attn_dropout 0.3, dropout 0.2", all_std, 0, 0.2);
+    g_attn_dropout = 0.0;
     /* The pooling family: every kernel and every metric once. A parameter
      * that moves many distances at once (log_metric) makes some key cross
      * Epanechnikov's support edge within a finite-difference step, where the

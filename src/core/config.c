@@ -59,6 +59,8 @@ static const field fields[] = {
     F("dec_layers", T_INT, dec_layers, "3", "model", "decoder layers"),
     F("dropout", T_DOUBLE, dropout, "0.1", "model", "dropout on embeddings and residual branches"),
     F("label_smoothing", T_DOUBLE, label_smoothing, "0.1", "model", "label smoothing epsilon"),
+    F("attn_dropout", T_DOUBLE, attn_dropout, "0", "model",
+      "dropout on every attention site's output (the pooled values) before W_O, in training"),
     {"encoder_self", T_KIND, offsetof(pmt_config, site_kind) + PMT_SITE_ENC_SELF * sizeof(int), sizeof(int),
      "standard", "model", "encoder self-attention: standard | projection", 0, 0},
     {"decoder_self", T_KIND, offsetof(pmt_config, site_kind) + PMT_SITE_DEC_SELF * sizeof(int), sizeof(int),
@@ -498,6 +500,8 @@ int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen) {
     REQUIRE(cfg->d_ff > 0, "d_ff must be positive (got %d)", cfg->d_ff);
     REQUIRE(cfg->enc_layers >= 1 && cfg->dec_layers >= 1, "enc_layers and dec_layers must be >= 1");
     REQUIRE(cfg->dropout >= 0 && cfg->dropout < 1, "dropout must be in [0, 1) (got %g)", cfg->dropout);
+    REQUIRE(cfg->attn_dropout >= 0 && cfg->attn_dropout < 1, "attn_dropout must be in [0, 1) (got %g)",
+            cfg->attn_dropout);
     REQUIRE(cfg->label_smoothing >= 0 && cfg->label_smoothing < 1,
             "label_smoothing must be in [0, 1) (got %g)", cfg->label_smoothing);
     REQUIRE(cfg->max_len >= 4 && cfg->max_len <= PMT_MAX_LEN_CAP, "max_len must be in [4, %d] (got %d)",

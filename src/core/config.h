@@ -86,6 +86,7 @@ typedef struct pmt_config {
     /* ---- model ---- */
     int d_model, n_heads, d_ff, enc_layers, dec_layers;
     double dropout, label_smoothing;
+    double attn_dropout;            /* dropout on each attention site's output before W_O (training) */
     int site_kind[PMT_SITES];       /* pmt_attention_kind per site */
     int sigma_learned;              /* projection σ: 0 fixed, 1 learned per head/site */
     int proj_kernel;                /* pmt_kernel of the projection sites */

@@ -725,6 +725,18 @@ void pmt_model_params16_written(pmt_model *m) { m->params16_written = m->params1
 /* ------------------------------------------------------------------ */
 /* forward                                                             */
 
+/* The dropout probability of this pass: 0 unless training. */
+static float dropout_p(const pmt_model *m) {
+    return m->act->train && m->cfg.dropout > 0 ? (float)m->cfg.dropout : 0.0f;
+}
+
+/* The same for the attention output (attn_dropout), and its masks' stream:
+ * the block's own stream in a space of its own. */
+static float attn_dropout_p(const pmt_model *m) {
+    return m->act->train && m->cfg.attn_dropout > 0 ? (float)m->cfg.attn_dropout : 0.0f;
+}
+static uint64_t attn_dropout_stream(uint64_t block_stream) { return block_stream | (1ull << 40); }
+
 /* Everything a block needs to know about its inputs. */
 typedef struct block_io {
     int B, Tq, Tk;             /* batch, query length, key length */
@@ -774,6 +786,9 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
                          m->act->pool_scratch, m->act->pool_scratch_floats);
         pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     }
+    if (attn_dropout_p(m) > 0)   /* the pooled values, before W_O (whose bf16 input is rounded after) */
+        dropout_inplace_forward(a->att, (size_t)Nq * C, attn_dropout_p(m), m->act->dropout_seed,
+                                attn_dropout_stream(io->dropout_stream));
     const linear_bf16 o_lp = lp_of(m, a->att16, p->wo, 0);
     model_linear(m, a->out, a->att, p->wo, p->bo, Nq, C, C, &o_lp);
 }
@@ -792,11 +807,6 @@ static void ffn_sublayer_forward(pmt_model *m, const pmt_ffn_params *p, block_ac
         linear_relu_forward_lp(a->h, slot16(m, a->h16), a->ln, p->w1, p->b1, N, m->C, m->F, &up_lp);
     }
     model_linear(m, a->out, a->h, p->w2, p->b2, N, m->F, m->C, &down_lp);
-}
-
-/* The dropout probability of this pass: 0 unless training. */
-static float dropout_p(const pmt_model *m) {
-    return m->act->train && m->cfg.dropout > 0 ? (float)m->cfg.dropout : 0.0f;
 }
 
 /* x_out = x_in + dropout(sublayer(LN(x_in))). attn is NULL for an FFN block. */
@@ -995,6 +1005,9 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
     o_lp.dout = d_sub16;
     linear_backward_lp(A->d_att, grad_of(m, p->wo), grad_of(m, p->bo), d_sub, a->att, p->wo, Nq, C, C, 0.0f, 1.0f,
                        &o_lp);
+    if (attn_dropout_p(m) > 0)
+        dropout_regen_backward_set(A->d_att, A->d_att, (size_t)Nq * C, attn_dropout_p(m), A->dropout_seed,
+                                   attn_dropout_stream(io->dropout_stream));
     if (io->kind == PMT_ATTN_STANDARD) {
         /* d(q|k|v) in the layout of a->q/k/v: self [Nq, 3C]; cross [Nq, C]
          * then [Nk, 2C]. */

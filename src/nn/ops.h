@@ -130,7 +130,8 @@ void dropout_backward(float *dinp, const float *dout, const float *mask, size_t 
  * buffer per site, and the forward dropout is fused with the residual add.
  * dropout_residual_forward: out = a + sub ⊙ mask (out may alias a or sub;
  * p <= 0: out = a + sub). dropout_inplace_forward: x = x ⊙ mask.
- * dropout_regen_backward_set: dinp = dout ⊙ mask (SET, see below). */
+ * dropout_regen_backward_set: dinp = dout ⊙ mask (SET, see below; dinp may
+ * be dout). */
 void dropout_residual_forward(float *out, const float *a, const float *sub, size_t n, float p,
                               uint64_t seed, uint64_t stream);
 void dropout_inplace_forward(float *x, size_t n, float p, uint64_t seed, uint64_t stream);
