@@ -29,7 +29,9 @@ static void usage(FILE *out) {
            "  sgemm peak measured in the same run, peak resident memory, and the time ratio to the first mode.\n"
            "  --modes: comma-separated from standard, projection, proj-self, proj-cross, learned, and the\n"
            "           pooling family boxcar, constant, epanechnikov (kernels, fixed sigma), diagonal, cosine,\n"
-           "           dot (gaussian with that metric, fixed sigma) (default standard,projection)\n"
+           "           dot (gaussian with that metric, fixed sigma), or a site code: three letters s|p for the\n"
+           "           encoder self, decoder self and cross sites (e.g. pps: projection in both self-attentions;\n"
+           "           projection sites take --kernel, --proj-metric, --sigma) (default standard,projection)\n"
            "  --precisions: comma-separated fp32, bf16: each mode is run in each precision, one after the other,\n"
            "           and the bf16/fp32 tokens/s ratio is printed per mode (default: --precision alone)\n"
            "  --decode: sentences/s, source words/s and output tokens/s of batched greedy and beam-4 search over\n"
@@ -60,11 +62,23 @@ static int pooling_mode(pmt_config *cfg, const char *mode) {
     return 0;
 }
 
+/* A site code: one letter per site (encoder self, decoder self, cross), s
+ * standard or p projection, the kernel, metric and σ those of the config
+ * (the per-site front of the attention study). 1 when mode is one. */
+static int site_code_mode(pmt_config *cfg, const char *mode) {
+    if (strlen(mode) != PMT_SITES) return 0;
+    for (int i = 0; i < PMT_SITES; i++)
+        if (mode[i] != 's' && mode[i] != 'p') return 0;
+    for (int i = 0; i < PMT_SITES; i++) cfg->site_kind[i] = mode[i] == 'p' ? PMT_ATTN_PROJECTION : PMT_ATTN_STANDARD;
+    return 1;
+}
+
 /* Applies a mode name to a config; -1 if unknown. */
 static int apply_mode(pmt_config *cfg, const char *mode) {
     int std = PMT_ATTN_STANDARD, proj = PMT_ATTN_PROJECTION;
     int kinds[PMT_SITES];
     int learned = 0;
+    if (site_code_mode(cfg, mode)) return 0;
     if (!strcmp(mode, "standard")) { kinds[0] = kinds[1] = kinds[2] = std; }
     else if (!strcmp(mode, "projection")) { kinds[0] = kinds[1] = kinds[2] = proj; }
     else if (!strcmp(mode, "proj-self")) { kinds[0] = kinds[1] = proj; kinds[2] = std; }
