@@ -279,27 +279,20 @@ static void test_caller_copies(void) {
               "crossentropy_fused_bf16 changes the fp32 outputs");
     CHECK_MSG(memcmp(d16, e16, sizeof(uint16_t) * R * V) == 0, "the rounded gradient rows differ from bf16(scale·dlogits)");
 
-    /* The element-wise backward passes that round their output: the fp32
-     * bits of the plain kernels, and the rounding of those (5000 values:
-     * two full chunks and a tail). */
+    /* The dropout backward that rounds its output: the fp32 bits of the
+     * plain kernel, and the rounding of those (5000 values: two full chunks
+     * and a tail). */
     enum { NE = 5000 };
-    float *x = malloc(sizeof(float) * NE), *h = malloc(sizeof(float) * NE), *y1 = malloc(sizeof(float) * NE);
+    float *x = malloc(sizeof(float) * NE), *y1 = malloc(sizeof(float) * NE);
     float *y2 = malloc(sizeof(float) * NE);
     uint16_t *y16 = malloc(sizeof(uint16_t) * NE), *e16n = malloc(sizeof(uint16_t) * NE);
     fill(x, NE, 37);
-    fill(h, NE, 38);
-    memcpy(y1, x, sizeof(float) * NE);
-    memcpy(y2, x, sizeof(float) * NE);
-    relu_backward_inplace(y1, h, NE);
-    relu_backward_inplace_lp(y2, y16, h, NE);
-    pmt_bf16_convert(e16n, y1, 1, NE, NE, 1.0f);
-    CHECK_MSG(same_bits(y1, y2, NE) && memcmp(y16, e16n, sizeof(uint16_t) * NE) == 0, "relu_backward_inplace_lp differs");
     dropout_regen_backward_set(y1, x, NE, 0.1f, 5, 9);
     dropout_regen_backward_set_lp(y2, y16, x, NE, 0.1f, 5, 9);
     pmt_bf16_convert(e16n, y1, 1, NE, NE, 1.0f);
     CHECK_MSG(same_bits(y1, y2, NE) && memcmp(y16, e16n, sizeof(uint16_t) * NE) == 0,
               "dropout_regen_backward_set_lp differs");
-    free(x); free(h); free(y1); free(y2); free(y16); free(e16n);
+    free(x); free(y1); free(y2); free(y16); free(e16n);
 
     /* Stale conversion: a backward with dinp, then new values in the same
      * dout buffer and a backward without dinp. */
@@ -326,8 +319,9 @@ static void test_caller_copies(void) {
  *   - crossentropy_fused_bf16_logits: the bits of crossentropy_fused_bf16
  *     run on the widened bf16 logits (loss, NLL, argmax hits, the rounded
  *     gradient), in place and with an fp32 gradient kept instead;
- *   - relu_backward_inplace_lp16: the bits of relu_backward_inplace_lp with
- *     the gate of the widened bf16 output. */
+ *   - relu_backward_bias_lp16: the bits of relu_backward_inplace gated by
+ *     the widened bf16 output, their rounding, and the bias sums, the same
+ *     with 1 and 2 threads. */
 static void test_bf16_output_kernels(void) {
     enum { M = 37, K = 48, N = 70 };
     float *a = malloc(sizeof(float) * M * K), *w = malloc(sizeof(float) * N * K), *bias = malloc(sizeof(float) * N);
@@ -341,8 +335,8 @@ static void test_bf16_output_kernels(void) {
     pmt_bf16_convert(w16, w, N, K, K, 1.0f);
     pmt_gemm_set_precision(PMT_PRECISION_BF16);
     for (int relu = 0; relu <= 1; relu++) {
-        linear_relu_forward_bf16(out16, a16, w16, bias, M, K, N);
-        if (!relu) pmt_gemm_bf16_out(0, 1, M, N, K, a16, w16, bias, 0, out16, N);
+        if (relu) linear_relu_forward_bf16(out16, a16, w16, bias, M, K, N);
+        else pmt_gemm_bf16_out(0, 1, M, N, K, a16, w16, bias, 0, out16, N);
         pmt_sgemm_lp(0, 0, 1, M, N, K, 1.0f, NULL, a16, K, NULL, w16, K, 0.0f, ref, N);
         int far = 0, cut = 0, zeros_ok = 1;
         for (int i = 0; i < M * N; i++) {
@@ -401,21 +395,20 @@ static void test_bf16_output_kernels(void) {
     for (int i = 0; i < NE; i++) h[i] = h[i] > 0.0f ? h[i] : (i % 3 ? 0.0f : -0.0f);   /* ReLU outputs, ±0 */
     pmt_bf16_convert(h16, h, 1, NE, NE, 1.0f);
     for (int i = 0; i < NE; i++) h[i] = pmt_bf16_to_float(h16[i]);
+    /* The reference: the fp32 kernel gated by the widened output, and its
+     * rounding; NE = 100 rows of 50, sums onto an initial db. */
+    enum { NR = 100, NC = 50 };
+    float *ref_y = malloc(sizeof(float) * NE), db1[NC], db2[NC];
+    float *bscratch = malloc(sizeof(float) * relu_backward_bias_scratch_floats(NC));
+    uint16_t *ref16 = malloc(sizeof(uint16_t) * NE);
+    double want[NC];
+    memcpy(ref_y, x, sizeof(float) * NE);
+    relu_backward_inplace(ref_y, h, NE);
+    pmt_bf16_convert(ref16, ref_y, 1, NE, NE, 1.0f);
+    for (int j = 0; j < NC; j++) db1[j] = db2[j] = 0.5f, want[j] = 0.5;
+    for (int i = 0; i < NE; i++) want[i % NC] += ref_y[i];
     memcpy(y1, x, sizeof(float) * NE);
     memcpy(y2, x, sizeof(float) * NE);
-    relu_backward_inplace_lp(y1, y16a, h, NE);
-    relu_backward_inplace_lp16(y2, y16b, h16, NE);
-    CHECK_MSG(same_bits(y1, y2, NE) && memcmp(y16a, y16b, sizeof(uint16_t) * NE) == 0,
-              "relu_backward_inplace_lp16 differs from the fp32-gated kernel");
-    /* With the bias gradient summed in the same pass: the gated values and
-     * their rounding as above; db = the column sums (onto an initial db),
-     * the same bits with 1 and 2 threads. NE = 100 rows of 50. */
-    enum { NR = 100, NC = 50 };
-    float db1[NC], db2[NC], *bscratch = malloc(sizeof(float) * relu_backward_bias_scratch_floats(NC));
-    double want[NC];
-    memcpy(y2, x, sizeof(float) * NE);
-    for (int j = 0; j < NC; j++) db1[j] = db2[j] = 0.5f, want[j] = 0.5;
-    for (int i = 0; i < NE; i++) want[i % NC] += y1[i];
     const int saved_threads = omp_get_max_threads();
     omp_set_num_threads(1);
     relu_backward_bias_lp16(y2, y16b, db1, h16, NR, NC, bscratch);
@@ -425,10 +418,10 @@ static void test_bf16_output_kernels(void) {
     omp_set_num_threads(saved_threads);
     int db_far = 0;
     for (int j = 0; j < NC; j++) db_far += fabs(db1[j] - want[j]) > 1e-5 * (1.0 + fabs(want[j]));
-    CHECK_MSG(same_bits(y1, y2, NE) && memcmp(y16a, y16b, sizeof(uint16_t) * NE) == 0 && db_far == 0 &&
-                  same_bits(db1, db2, NC),
+    CHECK_MSG(same_bits(y1, ref_y, NE) && same_bits(y2, ref_y, NE) && memcmp(y16a, ref16, sizeof(uint16_t) * NE) == 0 &&
+                  memcmp(y16b, ref16, sizeof(uint16_t) * NE) == 0 && db_far == 0 && same_bits(db1, db2, NC),
               "relu_backward_bias_lp16: gated values, rounding or bias sums wrong (%d sums off)", db_far);
-    free(bscratch);
+    free(bscratch); free(ref_y); free(ref16);
     pmt_gemm_set_precision(PMT_PRECISION_FP32);
     free(a); free(w); free(bias); free(ref); free(a16); free(w16); free(out16);
     free(logits); free(d1); free(d3); free(scratch); free(l16); free(g16); free(e16);

@@ -804,7 +804,7 @@ static void ffn_sublayer_forward(pmt_model *m, const pmt_ffn_params *p, block_ac
         model_linear(m, a->h, a->ln, p->w1, p->b1, N, m->C, m->F, NULL);
         relu_forward(a->h, a->h, (size_t)N * m->F);
     } else {
-        linear_relu_forward_lp(a->h, slot16(m, a->h16), a->ln, p->w1, p->b1, N, m->C, m->F, &up_lp);
+        linear_relu_forward(a->h, a->ln, p->w1, p->b1, N, m->C, m->F);   /* fp32 passes */
     }
     model_linear(m, a->out, a->h, p->w2, p->b2, N, m->F, m->C, &down_lp);
 }
@@ -919,7 +919,7 @@ static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t drop
      * them into bf16(dlogits / tokens) in place, so no fp32 [Nc, V] matrix
      * is written or read; A->logits lends one row per thread as the
      * cross-entropy's fp32 row. */
-    const int logits_bf16 = rounding(m) && train && omp_get_max_threads() <= m->max_rows;
+    const int logits_bf16 = rounding(m) && omp_get_max_threads() <= m->max_rows;
 #pragma omp parallel for schedule(static) if ((long)Nc * C > OPS_PAR_MIN)
     for (int i = 0; i < Nc; i++) {
         memcpy(A->logit_in + (size_t)i * C, A->dec_out + (size_t)A->logit_row[i] * C, sizeof(float) * C);

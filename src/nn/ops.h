@@ -312,16 +312,13 @@ void linear_backward_scaled_set(float *dinp, float *dw, float *db, const float *
                                 const float *w, int N, int IN, int OUT, float alpha);
 /* d = out > 0 ? d : 0 in place: relu_backward of d into a zeroed buffer. */
 void relu_backward_inplace(float *d, const float *out, size_t n);
-/* The same, and d16 = bf16(d) rounded in the same pass. Needs native bf16. */
-void relu_backward_inplace_lp(float *d, uint16_t *d16, const float *out, size_t n);
-/* The same with the gate read from the bf16 output out16 (the FFN's hidden
- * layer when only its bf16 form exists, linear_relu_forward_bf16): out16 > 0
- * exactly where the rounded output is positive. */
-void relu_backward_inplace_lp16(float *d, uint16_t *d16, const uint16_t *out16, size_t n);
-/* relu_backward_inplace_lp16 over d [N, OUT] that also sums the layer's
+/* The bf16 training form of relu_backward_inplace over d [N, OUT], gated
+ * by the bf16 output out16 (the FFN's hidden layer, which exists only in
+ * bf16: linear_relu_forward_bf16; out16 > 0 exactly where the rounded
+ * output is positive), that also writes d16 = bf16(d) and sums the layer's
  * bias gradient while each row is in registers: db [OUT] += Σ_n d[n] (the
  * gated gradient), instead of linear_backward's column pass reading d
- * again. Row chunks fixed by N, partials in scratch (caller memory of
+ * again. Needs native bf16. Row chunks fixed by N, partials in scratch (caller memory of
  * relu_backward_bias_scratch_floats(OUT) floats, overwritten) added in
  * order: the same bits for any thread count. */
 size_t relu_backward_bias_scratch_floats(int OUT);

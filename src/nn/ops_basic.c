@@ -303,28 +303,6 @@ void relu_backward_inplace(float *d, const float *out, size_t n) {
  * small enough to be rounded from L1 right after they are written. */
 #define ROUND_CHUNK 2048
 
-void relu_backward_inplace_lp(float *d, uint16_t *d16, const float *out, size_t n) {
-    const long chunks = (long)((n + ROUND_CHUNK - 1) / ROUND_CHUNK);
-#pragma omp parallel for schedule(static) if (n > OPS_PAR_MIN)
-    for (long k = 0; k < chunks; k++) {
-        const size_t lo = (size_t)k * ROUND_CHUNK, hi = lo + ROUND_CHUNK < n ? lo + ROUND_CHUNK : n;
-#pragma omp simd
-        for (size_t i = lo; i < hi; i++) d[i] = out[i] > 0.0f ? d[i] : 0.0f;
-        pmt_bf16_convert_row(d16 + lo, d + lo, (int)(hi - lo), 1.0f);
-    }
-}
-
-void relu_backward_inplace_lp16(float *d, uint16_t *d16, const uint16_t *out16, size_t n) {
-    const long chunks = (long)((n + ROUND_CHUNK - 1) / ROUND_CHUNK);
-#pragma omp parallel for schedule(static) if (n > OPS_PAR_MIN)
-    for (long k = 0; k < chunks; k++) {
-        const size_t lo = (size_t)k * ROUND_CHUNK, hi = lo + ROUND_CHUNK < n ? lo + ROUND_CHUNK : n;
-#pragma omp simd
-        for (size_t i = lo; i < hi; i++) d[i] = (int16_t)out16[i] > 0 ? d[i] : 0.0f;   /* sign bit clear, not ±0 */
-        pmt_bf16_convert_row(d16 + lo, d + lo, (int)(hi - lo), 1.0f);
-    }
-}
-
 size_t relu_backward_bias_scratch_floats(int OUT) { return (size_t)LN_BWD_CHUNKS * (size_t)OUT; }
 
 /* As layernorm_backward's weight gradients: row chunks as a function of N,

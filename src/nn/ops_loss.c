@@ -82,15 +82,30 @@ int crossentropy_forward(float *loss, float *probs, const float *logits,
     return counted;
 }
 
-/* See ops.h. Per row: stats (one read), exp into d with the sum (one
- * write), then d = e/Σ − ε/V in place (one read-modify-write), and the
- * target's −(1−ε); with dlogits16, the row's bf16 rounding while it is in
- * cache. */
+/* One counted row of the fused cross-entropy: d [V] = softmax(l) − q (d may
+ * be l); its loss and NLL. Returns 1 when the row's argmax is the target.
+ * Per row: stats (one read), exp into d with the sum (one write), then the
+ * target's −(1−ε) (the −ε/V is subtracted in the exp pass). */
+static int fused_row(float *d, const float *l, int32_t tg, int V, float eps, float *loss, float *nll) {
+    float mx;
+    double suml;
+    int amax;
+    row_stats(l, V, &mx, &suml, &amax);
+    const float ltg = l[tg];
+    const double sume = ops_softmax_from_max_minus(d, l, V, mx, eps / V);
+    d[tg] -= 1.0f - eps;
+    const double lse = (double)mx + log(sume);
+    *loss = (float)(lse - (1.0 - eps) * (double)ltg - ((double)eps / V) * suml);
+    if (nll) *nll = (float)(lse - (double)ltg);
+    return amax == tg;
+}
+
+/* See ops.h. Per row fused_row, and with dlogits16 the row's bf16 rounding
+ * while it is in cache. */
 static int crossentropy_fused_rows(float *loss, float *nll, float *dlogits, uint16_t *dlogits16, float scale,
                                    const float *logits, const int32_t *targets, int N, int V, float eps,
                                    int32_t ignore_id, int *correct) {
     int counted = 0, ncorrect = 0;
-    const float off = eps / V;
 #pragma omp parallel for schedule(static) reduction(+ : counted, ncorrect)
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * V;
@@ -104,19 +119,9 @@ static int crossentropy_fused_rows(float *loss, float *nll, float *dlogits, uint
             if (nll) nll[n] = 0.0f;
             continue;
         }
-        float mx;
-        double suml;
-        int amax;
-        row_stats(l, V, &mx, &suml, &amax);
-        const float ltg = l[tg];
-        const double sume = ops_softmax_from_max_minus(d, l, V, mx, off);
-        d[tg] -= 1.0f - eps;
+        ncorrect += fused_row(d, l, tg, V, eps, &loss[n], nll ? &nll[n] : NULL);
         if (dlogits16) pmt_bf16_convert_row(dlogits16 + (size_t)n * V, d, V, scale);
-        const double lse = (double)mx + log(sume);
-        loss[n] = (float)(lse - (1.0 - eps) * (double)ltg - ((double)eps / V) * suml);
-        if (nll) nll[n] = (float)(lse - (double)ltg);
         counted += 1;
-        ncorrect += amax == tg;
     }
     if (correct) *correct = ncorrect;
     return counted;
@@ -135,7 +140,6 @@ int crossentropy_fused_bf16_logits(float *loss, float *nll, uint16_t *logits16, 
                                    const int32_t *targets, int N, int V, float eps, int32_t ignore_id, int *correct,
                                    float *row_scratch) {
     int counted = 0, ncorrect = 0;
-    const float off = eps / V;
 #pragma omp parallel for schedule(static) reduction(+ : counted, ncorrect)
     for (int n = 0; n < N; n++) {
         uint16_t *l16 = logits16 + (size_t)n * V;
@@ -155,19 +159,9 @@ int crossentropy_fused_bf16_logits(float *loss, float *nll, uint16_t *logits16, 
             memcpy(&x, &u, sizeof x);
             l[j] = x;
         }
-        float mx;
-        double suml;
-        int amax;
-        row_stats(l, V, &mx, &suml, &amax);
-        const float ltg = l[tg];
-        const double sume = ops_softmax_from_max_minus(l, l, V, mx, off);
-        l[tg] -= 1.0f - eps;
+        ncorrect += fused_row(l, l, tg, V, eps, &loss[n], nll ? &nll[n] : NULL);
         if (!dlogits) pmt_bf16_convert_row(l16, l, V, scale);
-        const double lse = (double)mx + log(sume);
-        loss[n] = (float)(lse - (1.0 - eps) * (double)ltg - ((double)eps / V) * suml);
-        if (nll) nll[n] = (float)(lse - (double)ltg);
         counted += 1;
-        ncorrect += amax == tg;
     }
     if (correct) *correct = ncorrect;
     return counted;

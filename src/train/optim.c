@@ -87,6 +87,16 @@ double pmt_clip_scale(double norm, double clip_norm) {
  * from L1 right after the chunk is updated. */
 enum { ADAM_CHUNK = 2048 };
 
+/* One parameter's moments updated for gradient g, and its Adam step
+ * m̂ / (√v̂ + ε) (before the learning rate and the decay). */
+static inline float adam_moments(float *m, float *v, float g, float b1, float b2, float bc1, float bc2, float eps) {
+    const float mi = b1 * *m + (1.0f - b1) * g;
+    const float vi = b2 * *v + (1.0f - b2) * g * g;
+    *m = mi;
+    *v = vi;
+    return (mi / bc1) / (sqrtf(vi / bc2) + eps);
+}
+
 /* The elementwise Adam(W) update over the flat buffers, and the bf16 copy
  * when one is kept. */
 static void adam_update(pmt_optim *o, float *params, const float *grads, double lr, double scale) {
@@ -106,24 +116,13 @@ static void adam_update(pmt_optim *o, float *params, const float *grads, double 
         if (decay) {
 #pragma omp simd
             for (long i = lo; i < hi; i++) {
-                const float g = grads[i] * fscale;
-                const float mi = b1 * m[i] + (1.0f - b1) * g;
-                const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-                m[i] = mi;
-                v[i] = vi;
-                const float update = (mi / bc1) / (sqrtf(vi / bc2) + eps);
+                const float update = adam_moments(&m[i], &v[i], grads[i] * fscale, b1, b2, bc1, bc2, eps);
                 params[i] -= flr * (decay[i] ? update + wd * params[i] : update);
             }
         } else {
 #pragma omp simd
-            for (long i = lo; i < hi; i++) {
-                const float g = grads[i] * fscale;
-                const float mi = b1 * m[i] + (1.0f - b1) * g;
-                const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-                m[i] = mi;
-                v[i] = vi;
-                params[i] -= flr * ((mi / bc1) / (sqrtf(vi / bc2) + eps));
-            }
+            for (long i = lo; i < hi; i++)
+                params[i] -= flr * adam_moments(&m[i], &v[i], grads[i] * fscale, b1, b2, bc1, bc2, eps);
         }
         if (params16) pmt_bf16_convert_row(params16 + lo, params + lo, (int)(hi - lo), 1.0f);
     }
