@@ -8,9 +8,12 @@
 Reads, for each mode LABEL, DIR/LABEL/{train.tsv, flags.txt, eval_valid.json,
 eval_test.json, eval_bleu_test.json, eval_bleu_flores.json} and
 DIR/LABEL/ckpt/test.hyp, plus DIR/bench.json, and writes DIR/report.md:
-speed and quality tables, the plots, ~5 sample translations side by side,
-the machine and the exact command. Missing inputs show as "—". Files are
-named relative to the repository root, never by absolute paths.
+speed and quality tables, the plots, the machine and the exact command.
+Missing inputs show as "—". Files are named relative to the repository
+root, never by absolute paths. What quotes the test split stays out of
+report.md, which is committed: ~5 sample translations side by side and
+the attention pictures (teacher-forced on test sentences) go to
+DIR/local.md, which git ignores, as it does DIR/attention/.
 
 DIR/summary.json is the same study for programs: the study's command,
 config, budget (the common budget flag, or each mode's own --max-steps
@@ -268,6 +271,12 @@ def figure_links(study):
                           ("valid_time", "Validation vs wall-clock time")):
         if os.path.exists(os.path.join(study, "plots", f"{name}.png")):
             lines.append(f"![{caption}](plots/{name}.png)  \n*{caption}* ([SVG](plots/{name}.svg))\n")
+    return lines
+
+
+# The attention pictures: teacher-forced on test sentences, so local.md only.
+def attention_links(study):
+    lines = []
     attention = os.path.join(study, "attention")
     if os.path.isdir(attention):
         for png in sorted(f for f in os.listdir(attention) if f.endswith("_cross_mean.png")):
@@ -417,10 +426,20 @@ def main():
            "## Speed", "", *speed, "", speed_note, "",
            "## Quality", "", *quality, "", quality_note,
            bleu_scope(n_test, args.flores), "",
-           "## Curves and attention", "", *figure_links(args.study), "",
-           "## Sample translations (test split)", "", *samples(runs, args.test_src, args.test_ref), "",
+           "## Curves", "", *figure_links(args.study), "",
+           "Not committed: the attention pictures and the sample translations, which show test-split sentences "
+           "(the data stay out of the repository); they are in `local.md` next to this report where the study ran.",
+           "",
            "## Machine and command", "", f"- Machine: {machine()}", f"- Command: `{repo_relative_text(args.command)}`",
            "- The same numbers for programs: `summary.json` (keys explained in its `keys`).", ""]
+    local = [f"# Attention study: {os.path.basename(os.path.normpath(args.study))}: what quotes the test split", "",
+             "Kept out of the repository (`.gitignore`): the test split is data. The numbers are in `report.md`.", "",
+             "## Attention", "", *attention_links(args.study), "",
+             "## Sample translations (test split)", "", *samples(runs, args.test_src, args.test_ref), ""]
+    path = os.path.join(args.study, "local.md")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(local))
+    print(f"make_report: wrote {path}")
     path = os.path.join(args.study, "report.md")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(out))

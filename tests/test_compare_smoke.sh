@@ -3,7 +3,8 @@
 # with a tiny config and a few steps per mode (standard, projection, a
 # custom LABEL=--flags mode, and the pooling kernels boxcar, constant,
 # epanechnikov plus the cosine metric): every mode folder has its train.tsv
-# and eval JSON, the plots, attention pictures and report.md exist,
+# and eval JSON, the plots, attention pictures and report.md exist, the
+# test sentences (samples, pictures) go to the git-ignored local.md only,
 # report.md and summary.json carry the numbers of the TSVs and eval files
 # and the exact command with no absolute path, a mode with an interrupted
 # run resumes it, a second run reuses the finished runs instead of training
@@ -142,7 +143,9 @@ for k in 1 2 3; do
   done
 done
 check "report links the plots" grep -q "(plots/accuracy.png)" "$report"
-check "report links the attention pictures" grep -q "(attention/s1_cross_mean.png)" "$report"
+local_md=$study/local.md
+check "local.md links the attention pictures" grep -q "(attention/s1_cross_mean.png)" "$local_md"
+check "report.md does not (they quote the test split)" bash -c '! grep -q "attention/" "$1"' _ "$report"
 check "report records the command" grep -qF -- "--name smoke" "$report"
 check "command.txt written" grep -qF -- "--max-steps 4" "$study/command.txt"
 check "report names the machine" grep -q "cores (nproc)" "$report"
@@ -152,8 +155,11 @@ no_absolute_paths() { ! grep -nE '(^|[[:space:]`(=])/[[:alnum:]_.-]+/' "$1"; }
 check "report names no absolute path" no_absolute_paths "$report"
 check "report names the config relative to the repository" \
   grep -qF "Config: \`$(realpath --relative-to="$here/.." "$tmp/tiny.ini")\`" "$report"
-check "report has 5 samples" [ "$(grep -c '^[0-9]\. \*\*source:\*\*' "$report")" -eq 5 ]
-check "samples show every mode" [ "$(grep -c '^   \*\*wide:\*\*' "$report")" -eq 5 ]
+check "local.md has 5 samples" [ "$(grep -c '^[0-9]\. \*\*source:\*\*' "$local_md")" -eq 5 ]
+check "samples show every mode" [ "$(grep -c '^   \*\*wide:\*\*' "$local_md")" -eq 5 ]
+check "report.md has no test sentence" bash -c '! grep -q "source:" "$1"' _ "$report"
+check "git ignores local.md" git -C "$here/.." check-ignore -q eval/runs/x/local.md
+check "...and the attention pictures" git -C "$here/.." check-ignore -q eval/runs/x/attention/s1_cross_mean.png
 
 # Second run: nothing is retrained; the report is written again.
 before=$(md5sum "$study/standard/train.tsv")
