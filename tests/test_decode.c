@@ -27,7 +27,7 @@
 #include "translate/beam_search.h"
 #include "testutil.h"
 
-enum { V = 24 };
+enum { V = 150 };   /* more than two of the search's top-token blocks (TOP_BLOCK = 64), with a tail */
 
 /* The projection family make_model builds (config kernel / proj_metric);
  * main walks every accepted combination for the incremental test. */

@@ -271,9 +271,18 @@ static void softmax_backward_rows(float *g, int Sv, const float *p, int S, int32
  * cost more than all the arithmetic. */
 static void scores_by_dots(float *p, int ldp, const float *qh, int ldq, const float *kh, int ldk, float alpha,
                            int T, int Sv, int HS) {
-    for (int t = 0; t < T; t++)
-        for (int j = 0; j < Sv; j++)
-            p[(size_t)t * ldp + j] = alpha * ops_dot(qh + (size_t)t * ldq, kh + (size_t)j * ldk, HS);
+    for (int t = 0; t < T; t++) {
+        const float *qt = qh + (size_t)t * ldq;
+        float *pt = p + (size_t)t * ldp;
+        int j = 0;
+        for (; j + 4 <= Sv; j += 4) {   /* four keys at a time, as cached_head */
+            float s[4];
+            ops_dot4(s, qt, kh + (size_t)j * ldk, kh + (size_t)(j + 1) * ldk, kh + (size_t)(j + 2) * ldk,
+                     kh + (size_t)(j + 3) * ldk, HS);
+            for (int i = 0; i < 4; i++) pt[j + i] = alpha * s[i];
+        }
+        for (; j < Sv; j++) pt[j] = alpha * ops_dot(qt, kh + (size_t)j * ldk, HS);
+    }
 }
 
 static void attention_forward_impl(float *out, float *probs, const float *q, const float *k,
@@ -648,21 +657,33 @@ void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dou
  * length in bytes moved). The arithmetic is that of the few-queries kernels
  * above, in the same order, so both give the same bits for the same keys. */
 
+/* The logit of one cached key k from its dot product qk with the query:
+ * standard scale · q·k, projection −c (|q|² + |k|² − 2 q·k) in the order of
+ * projattn_forward_few_queries (distance first, then the factor). */
+static inline float cached_logit(float qk, const float *k, float qn, int HS, int projection, float scale_or_c) {
+    if (!projection) return scale_or_c * qk;
+    float s = -2.0f * qk;
+    s += qn + ops_dot(k, k, HS);
+    return s * -scale_or_c;
+}
+
 /* One (r, h): p [nkeys] scores then weights (tail to cap zeroed), out_h = Σ_j p_j val_j.
  * kind: 0 standard (scale · q·k), 1 projection (−c (|q|² + |k|² − 2 q·k)). */
 static void cached_head(float *outh, float *p, const float *qh, const float *kcache, const float *vcache,
                         const int32_t *map, int ld_map, int r, int nkeys, int cap, int C, int HS, int projection,
                         float scale_or_c) {
     const float qn = projection ? ops_dot(qh, qh, HS) : 0.0f;
-    for (int j = 0; j < nkeys; j++) {
+    int j = 0;
+    for (; j + 4 <= nkeys; j += 4) {   /* four keys at a time, as scores_by_dots */
+        const float *k4[4];
+        float s[4];
+        for (int i = 0; i < 4; i++) k4[i] = kcache + ((size_t)map[(size_t)(j + i) * ld_map + r] * cap + j + i) * C;
+        ops_dot4(s, qh, k4[0], k4[1], k4[2], k4[3], HS);
+        for (int i = 0; i < 4; i++) p[j + i] = cached_logit(s[i], k4[i], qn, HS, projection, scale_or_c);
+    }
+    for (; j < nkeys; j++) {
         const float *kj = kcache + ((size_t)map[(size_t)j * ld_map + r] * cap + j) * C;
-        if (projection) {
-            float s = -2.0f * ops_dot(qh, kj, HS);
-            s += qn + ops_dot(kj, kj, HS);
-            p[j] = s * -scale_or_c;
-        } else {
-            p[j] = scale_or_c * ops_dot(qh, kj, HS);
-        }
+        p[j] = cached_logit(ops_dot(qh, kj, HS), kj, qn, HS, projection, scale_or_c);
     }
     masked_softmax_row(p, nkeys, cap);
     float acc[HS];

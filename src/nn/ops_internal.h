@@ -95,6 +95,29 @@ static inline float ops_dot(const float *a, const float *b, int n) {
     return s;
 }
 
+/* out[i] = a · b_i for four vectors b_0..b_3, each with an fp32
+ * accumulator. Why: one query against many keys (the decoder's attention)
+ * made one ops_dot per key, a chain of dependent FMAs and a horizontal
+ * reduction each; four independent chains share every load of a and keep
+ * the FMA units busy. A caller that mixes it with ops_dot for a key tail
+ * does so the same way wherever it must give the same bits. */
+static inline void ops_dot4(float out[4], const float *a, const float *b0, const float *b1, const float *b2,
+                            const float *b3, int n) {
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+    for (int i = 0; i < n; i++) {
+        const float x = a[i];
+        s0 += x * b0[i];
+        s1 += x * b1[i];
+        s2 += x * b2[i];
+        s3 += x * b3[i];
+    }
+    out[0] = s0;
+    out[1] = s1;
+    out[2] = s2;
+    out[3] = s3;
+}
+
 /* out[j] = exp(in[j] - mx) / Σ exp(in[k] - mx) - shift for j < n, with
  * mx >= every in[j] (so every argument is <= 0); returns the sum (in double)
  * for callers that also need the log-sum-exp. out may alias in. The shared
