@@ -667,6 +667,10 @@ static inline float cached_logit(float qk, const float *k, float qn, int HS, int
     return s * -scale_or_c;
 }
 
+/* Position j of hypothesis row r in a cache (this head's column offset
+ * applied by the caller): the cache row the row table names. */
+#define CACHE_ROW(cache, j) ((cache) + ((size_t)map[(size_t)(j) * ld_map + r] * cap + (j)) * C)
+
 /* One (r, h): p [nkeys] scores then weights (tail to cap zeroed), out_h = Σ_j p_j val_j.
  * kind: 0 standard (scale · q·k), 1 projection (−c (|q|² + |k|² − 2 q·k)). */
 static void cached_head(float *outh, float *p, const float *qh, const float *kcache, const float *vcache,
@@ -677,19 +681,37 @@ static void cached_head(float *outh, float *p, const float *qh, const float *kca
     for (; j + 4 <= nkeys; j += 4) {   /* four keys at a time, as scores_by_dots */
         const float *k4[4];
         float s[4];
-        for (int i = 0; i < 4; i++) k4[i] = kcache + ((size_t)map[(size_t)(j + i) * ld_map + r] * cap + j + i) * C;
+        for (int i = 0; i < 4; i++) k4[i] = CACHE_ROW(kcache, j + i);
         ops_dot4(s, qh, k4[0], k4[1], k4[2], k4[3], HS);
         for (int i = 0; i < 4; i++) p[j + i] = cached_logit(s[i], k4[i], qn, HS, projection, scale_or_c);
     }
     for (; j < nkeys; j++) {
-        const float *kj = kcache + ((size_t)map[(size_t)j * ld_map + r] * cap + j) * C;
+        const float *kj = CACHE_ROW(kcache, j);
         p[j] = cached_logit(ops_dot(qh, kj, HS), kj, qn, HS, projection, scale_or_c);
     }
     masked_softmax_row(p, nkeys, cap);
+    /* Σ_j p_j v_j, each output element summed over j in order (the bits of
+     * small_gemm's PV), four values per pass: with one value per pass GCC
+     * turned every second one into gathers (half of this kernel's time). */
     float acc[HS];
     for (int d = 0; d < HS; d++) acc[d] = 0.0f;
-    for (int j = 0; j < nkeys; j++) {
-        const float *vj = vcache + ((size_t)map[(size_t)j * ld_map + r] * cap + j) * C;
+    j = 0;
+    for (; j + 4 <= nkeys; j += 4) {
+        const float *v0 = CACHE_ROW(vcache, j), *v1 = CACHE_ROW(vcache, j + 1), *v2 = CACHE_ROW(vcache, j + 2),
+                    *v3 = CACHE_ROW(vcache, j + 3);
+        const float p0 = p[j], p1 = p[j + 1], p2 = p[j + 2], p3 = p[j + 3];
+#pragma omp simd
+        for (int d = 0; d < HS; d++) {
+            float a = acc[d];
+            a += p0 * v0[d];
+            a += p1 * v1[d];
+            a += p2 * v2[d];
+            a += p3 * v3[d];
+            acc[d] = a;
+        }
+    }
+    for (; j < nkeys; j++) {
+        const float *vj = CACHE_ROW(vcache, j);
         const float pj = p[j];
 #pragma omp simd
         for (int d = 0; d < HS; d++) acc[d] += pj * vj[d];

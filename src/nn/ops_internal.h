@@ -100,9 +100,10 @@ static inline float ops_dot(const float *a, const float *b, int n) {
  * made one ops_dot per key, a chain of dependent FMAs and a horizontal
  * reduction each; four independent chains share every load of a and keep
  * the FMA units busy. A caller that mixes it with ops_dot for a key tail
- * does so the same way wherever it must give the same bits. */
-static inline void ops_dot4(float out[4], const float *a, const float *b0, const float *b1, const float *b2,
-                            const float *b3, int n) {
+ * does so the same way wherever it must give the same bits. Always inlined:
+ * as a call it kept its four sums on the stack. */
+static inline __attribute__((always_inline)) void ops_dot4(float out[4], const float *a, const float *b0,
+                                                           const float *b1, const float *b2, const float *b3, int n) {
     float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
     for (int i = 0; i < n; i++) {
