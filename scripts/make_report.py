@@ -9,6 +9,9 @@ Reads, for each mode LABEL, DIR/LABEL/{train.tsv, flags.txt, eval_valid.json,
 eval_test.json, eval_bleu_test.json, eval_bleu_flores.json} and
 DIR/LABEL/ckpt/test.hyp, plus DIR/bench.json, and writes DIR/report.md:
 speed and quality tables, the plots, the machine and the exact command.
+A study at equal wall-clock time (each mode's own --max-steps, set from its
+quiet step time) with test BLEU also gets its speed/quality front: a table
+and DIR/plots/front.{png,svg} (plot_front.py).
 Missing inputs show as "—". Files are named relative to the repository
 root, never by absolute paths. What quotes the test split stays out of
 report.md, which is committed: ~5 sample translations side by side and
@@ -35,6 +38,7 @@ import shlex
 import statistics
 import subprocess
 
+from plot_front import front_rows, plot_front
 from repo_paths import repo_relative, repo_relative_text
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -310,6 +314,10 @@ SUMMARY_KEYS = {
     "parameters": "trainable parameters",
     "flores_bleu": "BLEU on FLORES-200 dev (out of domain), when run",
     "flores_chrf": "chrF on FLORES-200 dev, when run",
+    "budget_time_ratio": "equal-time step budgets only: the reference's --max-steps / this mode's, i.e. its quiet "
+                         "step time relative to the reference's",
+    "on_front": "equal-time step budgets only: no other mode has a budget_time_ratio and test BLEU both at least "
+                "as good, one of them better",
 }
 
 
@@ -354,8 +362,47 @@ def budget_sentence(args, runs):
     return text + (f" {args.budget_note}" if args.budget_note else "")
 
 
+def reference_run(runs):
+    """The mode ratios are taken against: `standard` when present, else the first."""
+    return next((r for r in runs if r["label"] == "standard"), runs[0])
+
+
+def study_front(runs):
+    """front_rows() of a study at equal wall-clock time (per-mode step budgets)."""
+    budgets = mode_step_budgets(runs)
+    modes = [{"label": r["label"], "budget": budgets.get(r["label"]),
+              "test_bleu": get(r, "bleu_test", "bleu", "score")} for r in runs]
+    return front_rows(modes, reference_run(runs)["label"])
+
+
+def front_section(study, runs):
+    """The report's front: a table and plots/front.{png,svg}, when the modes
+    have equal-time step budgets and test BLEU; [] otherwise."""
+    rows = study_front(runs)
+    if not rows:
+        return []
+    ref = reference_run(runs)["label"]
+    lines = ["## Speed and quality at equal time", "",
+             "| mode | step time / " + ref + " | time saved | test BLEU | vs " + ref + " | on the front |",
+             "|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: r["time_ratio"]):
+        lines.append(f"| {r['label']} | {r['time_ratio']:.3f} | {100 * (1 - r['time_ratio']):.1f} % "
+                     f"| {r['bleu']:.2f} | {r['delta']:+.2f} | {'yes' if r['on_front'] else 'no'} |")
+    lines += ["", f"Step time relative to `{ref}` is the inverse ratio of the step budgets, which were set "
+              "from each mode's quiet step time. A mode is on the front when no other mode is both at "
+              "least as fast and at least as good.", ""]
+    try:
+        plot_front(rows, os.path.join(study, "plots"), ref)
+        lines.append("![Step time against test BLEU](plots/front.png)  \n*Step time against test BLEU* "
+                     "([SVG](plots/front.svg))\n")
+    except ImportError as e:
+        print(f"make_report: no front plot ({e}); the table is in report.md")
+    return lines
+
+
 def summary(runs, args):
-    ref = next((r for r in runs if r["label"] == "standard"), runs[0])
+    ref = reference_run(runs)
+    front = {r["label"]: r for r in study_front(runs)}
     ref_bench = get(ref, "bench", "ms_per_step")
     modes = []
     for r in runs:
@@ -384,6 +431,8 @@ def summary(runs, args):
             "parameters": get(r, "test", "params"),
             "flores_bleu": get(r, "bleu_flores", "bleu", "score"),
             "flores_chrf": get(r, "bleu_flores", "chrf", "score"),
+            "budget_time_ratio": front[r["label"]]["time_ratio"] if r["label"] in front else None,
+            "on_front": front[r["label"]]["on_front"] if r["label"] in front else None,
         }
         assert list(values) == list(SUMMARY_KEYS)
         modes.append(values)
@@ -426,6 +475,7 @@ def main():
            "## Speed", "", *speed, "", speed_note, "",
            "## Quality", "", *quality, "", quality_note,
            bleu_scope(n_test, args.flores), "",
+           *front_section(args.study, runs),
            "## Curves", "", *figure_links(args.study), "",
            "Not committed: the attention pictures and the sample translations, which show test-split sentences "
            "(the data stay out of the repository); they are in `local.md` next to this report where the study ran.",

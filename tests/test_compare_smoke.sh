@@ -190,7 +190,7 @@ check "...and writes its summary.json" [ -s "$tmp/runs/sitting/summary.json" ]
 # so, with the budget note, instead of claiming one budget for every mode.
 own=(--name own --root "$tmp/runs" --build "$build" --config "$tmp/tiny.ini" --data-dir "$tmp/data"
      --modes "fast=--attention projection --max-steps 4 --epochs 0 --minutes 0; slow=--attention standard --max-steps 2 --epochs 0 --minutes 0"
-     --budget-note "Steps worth 1 minute at each mode's quiet speed." --flores none --bleu-sentences 0 --bench-steps 0)
+     --budget-note "Steps worth 1 minute at each mode's quiet speed." --flores none --bleu-sentences 4 --bench-steps 0)
 bash "$here/../scripts/compare.sh" "${own[@]}" > "$tmp/own.log" 2>&1
 status=$?
 check "a study with per-mode step budgets runs ($(tail -n 2 "$tmp/own.log" | tr '\n' ' '))" [ $status -eq 0 ]
@@ -204,6 +204,14 @@ check "summary.json gives each mode's budget and the note ($own_budget)" \
   [ "$own_budget" = '{"max_steps_per_mode": {"fast": 4, "slow": 2}} Steps worth 1 minute at each mode'"'"'s quiet speed.' ]
 check "report.md names each mode's step budget" grep -qF 'each mode has its own step budget (`--max-steps` in its flags: fast 4, slow 2). Steps worth 1 minute' "$tmp/runs/own/report.md"
 check "...and does not claim one budget for all" bash -c '! grep -q "budget for every mode" "$1"' _ "$tmp/runs/own/report.md"
+# Equal-time budgets and test BLEU: the speed/quality front (fast is the
+# reference, the first mode; slow's budget is half, so its steps take twice as long).
+check "report.md has the front" grep -qF '## Speed and quality at equal time' "$tmp/runs/own/report.md"
+check "...with each mode's step time from the budgets" grep -qE '^\| slow \| 2\.000 \| -100\.0 % \|' "$tmp/runs/own/report.md"
+for fmt in png svg; do check "plots/front.$fmt written" [ -s "$tmp/runs/own/plots/front.$fmt" ]; done
+own_front=$(/usr/bin/python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print(" ".join("%s:%s:%s" % (m["label"], m["budget_time_ratio"], m["on_front"]) for m in s["modes"]))' \
+  "$tmp/runs/own/summary.json" 2>&1)
+check "summary.json has the budget time ratios ($own_front)" [ "${own_front% *}" = "fast:1.0:True" ]
 check "the common-budget study says its budget" grep -qF 'Same seed, data order and budget (`--max-steps 4`) for every mode.' "$report"
 
 # A committed study on a fresh clone: results without checkpoints (never

@@ -82,4 +82,27 @@ echo '{"broken": ' > "$tmp/broken.json"
 "$python" "$scripts/plot_attention.py" --out "$tmp/att" x="$tmp/broken.json" > "$tmp/log" 2>&1
 check "broken dump fails naming the file" grep -q "$tmp/broken.json" "$tmp/log"
 
+# plot_front.py: a study at equal wall-clock time (per-mode step budgets).
+cat > "$tmp/summary.json" <<'JSON'
+{"reference_mode": "sss", "budget": {"max_steps_per_mode": {"sss": 100, "pps": 120, "spp": 110, "ppp": 130}},
+ "modes": [{"label": "sss", "test_bleu": 40.0}, {"label": "pps", "test_bleu": 39.5},
+           {"label": "spp", "test_bleu": 39.0}, {"label": "ppp", "test_bleu": 37.0}]}
+JSON
+"$python" "$scripts/plot_front.py" --summary "$tmp/summary.json" --out "$tmp/front" > "$tmp/log" 2>&1
+rc=$?
+check "plot_front exits 0 ($(tail -n 2 "$tmp/log"))" [ $rc -eq 0 ]
+for fmt in png svg; do check "plot_front wrote front.$fmt" [ -s "$tmp/front/front.$fmt" ]; done
+check "front axis names the reference" grep -q "step time relative to sss" "$tmp/front/front.svg"
+front=$(cd "$scripts" && "$python" -c 'import json, sys; import plot_front as p
+s = json.load(open(sys.argv[1]))
+rows = p.front_rows(p.budgets_from_summary(s), "sss")
+print(" ".join("%s:%.3f:%d" % (r["label"], r["time_ratio"], r["on_front"]) for r in rows))' "$tmp/summary.json" 2>&1)
+# spp (slower and worse than pps) is the one mode off the front.
+check "front: budgets give step times, spp is dominated ($front)" \
+  [ "$front" = "sss:1.000:1 pps:0.833:1 spp:0.909:0 ppp:0.769:1" ]
+echo '{"modes": []}' > "$tmp/nobudget.json"
+"$python" "$scripts/plot_front.py" --summary "$tmp/nobudget.json" --out "$tmp/front2" > "$tmp/log" 2>&1
+check "no budgets: plot_front fails" [ $? -ne 0 ]
+check "...saying what it needs" grep -q "no per-mode step budgets" "$tmp/log"
+
 finish
