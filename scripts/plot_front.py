@@ -23,7 +23,7 @@ FORMATS = ("png", "svg")
 
 def front_rows(modes, reference):
     """Rows {label, time_ratio, bleu, delta, on_front} for the modes (dicts with
-    label, steps, test_bleu and their --max-steps budget in 'budget') that have
+    label, test_bleu and their --max-steps budget in 'budget') that have
     a budget and a test BLEU; time_ratio = budget of the reference / budget of
     the mode. [] when the reference has no budget or BLEU."""
     ref = next((m for m in modes if m["label"] == reference), None)
@@ -33,7 +33,7 @@ def front_rows(modes, reference):
              "delta": m["test_bleu"] - ref["test_bleu"]}
             for m in modes if m.get("budget") and m.get("test_bleu") is not None]
     for r in rows:
-        r["on_front"] = not any(o is not r and o["time_ratio"] <= r["time_ratio"] and o["bleu"] >= r["bleu"] and
+        r["on_front"] = not any(o["time_ratio"] <= r["time_ratio"] and o["bleu"] >= r["bleu"] and
                                 (o["time_ratio"] < r["time_ratio"] or o["bleu"] > r["bleu"]) for o in rows)
     return rows
 

@@ -667,9 +667,12 @@ static inline float cached_logit(float qk, const float *k, float qn, int HS, int
     return s * -scale_or_c;
 }
 
-/* Position j of hypothesis row r in a cache (this head's column offset
- * applied by the caller): the cache row the row table names. */
-#define CACHE_ROW(cache, j) ((cache) + ((size_t)map[(size_t)(j) * ld_map + r] * cap + (j)) * C)
+/* Position j of hypothesis row r in a [rows, cap, C] cache (this head's
+ * column offset applied by the caller): the cache row the row table names. */
+static inline const float *cache_row(const float *cache, const int32_t *map, int ld_map, int r, int j, int cap,
+                                     int C) {
+    return cache + ((size_t)map[(size_t)j * ld_map + r] * cap + j) * C;
+}
 
 /* One (r, h): p [nkeys] scores then weights (tail to cap zeroed), out_h = Σ_j p_j val_j.
  * kind: 0 standard (scale · q·k), 1 projection (−c (|q|² + |k|² − 2 q·k)). */
@@ -681,12 +684,12 @@ static void cached_head(float *outh, float *p, const float *qh, const float *kca
     for (; j + 4 <= nkeys; j += 4) {   /* four keys at a time, as scores_by_dots */
         const float *k4[4];
         float s[4];
-        for (int i = 0; i < 4; i++) k4[i] = CACHE_ROW(kcache, j + i);
+        for (int i = 0; i < 4; i++) k4[i] = cache_row(kcache, map, ld_map, r, j + i, cap, C);
         ops_dot4(s, qh, k4[0], k4[1], k4[2], k4[3], HS);
         for (int i = 0; i < 4; i++) p[j + i] = cached_logit(s[i], k4[i], qn, HS, projection, scale_or_c);
     }
     for (; j < nkeys; j++) {
-        const float *kj = CACHE_ROW(kcache, j);
+        const float *kj = cache_row(kcache, map, ld_map, r, j, cap, C);
         p[j] = cached_logit(ops_dot(qh, kj, HS), kj, qn, HS, projection, scale_or_c);
     }
     masked_softmax_row(p, nkeys, cap);
@@ -697,8 +700,9 @@ static void cached_head(float *outh, float *p, const float *qh, const float *kca
     for (int d = 0; d < HS; d++) acc[d] = 0.0f;
     j = 0;
     for (; j + 4 <= nkeys; j += 4) {
-        const float *v0 = CACHE_ROW(vcache, j), *v1 = CACHE_ROW(vcache, j + 1), *v2 = CACHE_ROW(vcache, j + 2),
-                    *v3 = CACHE_ROW(vcache, j + 3);
+        const float *v[4];
+        for (int i = 0; i < 4; i++) v[i] = cache_row(vcache, map, ld_map, r, j + i, cap, C);
+        const float *v0 = v[0], *v1 = v[1], *v2 = v[2], *v3 = v[3];
         const float p0 = p[j], p1 = p[j + 1], p2 = p[j + 2], p3 = p[j + 3];
 #pragma omp simd
         for (int d = 0; d < HS; d++) {
@@ -711,7 +715,7 @@ static void cached_head(float *outh, float *p, const float *qh, const float *kca
         }
     }
     for (; j < nkeys; j++) {
-        const float *vj = CACHE_ROW(vcache, j);
+        const float *vj = cache_row(vcache, map, ld_map, r, j, cap, C);
         const float pj = p[j];
 #pragma omp simd
         for (int d = 0; d < HS; d++) acc[d] += pj * vj[d];
