@@ -15,7 +15,9 @@
  * steps with both attention forms, and repeat exactly from run to run;
  * the packed int8 matmul (the decoder's) gives the bits of the per-call
  * integer GEMM for row counts on and off its multiples of 8, reusing its
- * primitives, and with bias or without; the encoder runs in the decoder's
+ * primitives, and with bias or without; the fused form of the decoder's
+ * steps (live rows in place, ReLU, residual add, normaliser) gives the
+ * bits of the separate passes; the encoder runs in the decoder's
  * precision too (its output moves off the fp32 one, within the roundings).
  * The bf16 half needs native bf16; without it the int8 half runs, then the
  * test SKIPs (77).
@@ -208,6 +210,84 @@ static void test_packed_int8(void) {
     pmt_lowp_set_test_hook(PMT_LOWP_HOOK_OFF, 0);
 }
 
+/* linear_forward_int8_rows (the decoder's fused steps): the named rows get
+ * the bits of the packed product of the gathered rows followed by the
+ * ReLU, the residual add or the normaliser as their own passes; rows not
+ * named are untouched; a failed product makes the named rows and lse NaN
+ * and nothing else. */
+static void test_int8_rows(void) {
+    enum { IN = 48, OUT = 37, R = 12, LIVE = 5 };
+    static const int32_t live[LIVE] = {0, 2, 3, 7, 11};
+    static float x[R * IN], w[OUT * IN], b[OUT], w_scale[OUT], gathered[R * IN], prod[R * OUT], want[R * OUT],
+        got[R * OUT], start[R * OUT], lse[R], want_lse[R], rows_out[R * OUT];
+    static int8_t wq[OUT * IN], xq[16 * IN];
+    static float x_scale[16];
+    static int32_t acc[16 * OUT], acc_lo[16 * OUT];
+    char err[256];
+    pmt_rng r = {21};
+    fill_saturating(x, R * IN, w, OUT * IN, &r);
+    for (int o = 0; o < OUT; o++) b[o] = (float)o * 0.05f - 0.9f;
+    for (int i = 0; i < R * OUT; i++) start[i] = (float)(pmt_rng_uniform(&r) * 4.0 - 2.0);
+    pmt_int8_quantize_rows(wq, w_scale, w, OUT, IN);
+    pmt_int8_scratch s = {xq, x_scale, acc, acc_lo};
+    pmt_int8_matmul *mm = pmt_int8_matmul_init(wq, IN, OUT, R, err, sizeof err);
+    CHECK_MSG(mm != NULL, "%s", err);
+    if (!mm) return;
+    static const pmt_int8_epilogue ops[] = {PMT_INT8_STORE, PMT_INT8_RELU, PMT_INT8_ADD};
+    for (int mapped = 0; mapped < 2; mapped++) {
+        const int n = mapped ? LIVE : R;
+        for (int c = 0; c < n; c++)
+            memcpy(gathered + (size_t)c * IN, x + (size_t)(mapped ? live[c] : c) * IN, sizeof(float) * IN);
+        CHECK(linear_forward_int8_packed(prod, gathered, mm, w_scale, b, n, &s) == 0);
+        for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+            /* The separate passes: op over the product rows, then scattered. */
+            memcpy(want, start, sizeof want);
+            for (int c = 0; c < n; c++) {
+                float *dst = want + (size_t)(mapped ? live[c] : c) * OUT;
+                const float *y = prod + (size_t)c * OUT;
+                if (ops[k] == PMT_INT8_STORE) memcpy(dst, y, sizeof(float) * OUT);
+                if (ops[k] == PMT_INT8_RELU) relu_forward(dst, y, OUT);
+                if (ops[k] == PMT_INT8_ADD) residual_forward(dst, dst, y, OUT);
+                memcpy(rows_out + (size_t)c * OUT, dst, sizeof(float) * OUT);
+            }
+            logsumexp_rows(want_lse, rows_out, n, OUT);
+            memcpy(got, start, sizeof got);
+            const pmt_int8_rows how = {mapped ? live : NULL, mapped ? live : NULL, ops[k], lse};
+            CHECK(linear_forward_int8_rows(got, x, mm, w_scale, b, n, &s, &how) == 0);
+            CHECK_MSG(memcmp(got, want, sizeof got) == 0, "int8 rows, op %d, %s: not the bits of the separate passes",
+                      (int)ops[k], mapped ? "live rows" : "all rows");
+            CHECK_MSG(memcmp(lse, want_lse, sizeof(float) * n) == 0, "int8 rows, op %d: normaliser differs",
+                      (int)ops[k]);
+        }
+    }
+    /* Input rows by one map, output rows contiguous (the decoder's logits). */
+    CHECK(linear_forward_int8_packed(prod, gathered, mm, w_scale, NULL, LIVE, &s) == 0);
+    const pmt_int8_rows logits = {live, NULL, PMT_INT8_STORE, NULL};
+    memcpy(got, start, sizeof got);
+    CHECK(linear_forward_int8_rows(got, x, mm, w_scale, NULL, LIVE, &s, &logits) == 0);
+    CHECK(memcmp(got, prod, sizeof(float) * LIVE * OUT) == 0);
+    CHECK(memcmp(got + LIVE * OUT, start + LIVE * OUT, sizeof(float) * (R - LIVE) * OUT) == 0);
+    /* A failed product: NaN in the named rows and lse, the rest untouched. */
+    pmt_lowp_set_test_hook(PMT_LOWP_HOOK_FAIL, 1);
+    memcpy(got, start, sizeof got);
+    const pmt_int8_rows add = {live, live, PMT_INT8_ADD, lse};
+    CHECK(linear_forward_int8_rows(got, x, mm, w_scale, b, LIVE, &s, &add) == -1);
+    for (int row = 0, c = 0; row < R; row++) {
+        const int named = c < LIVE && live[c] == row;
+        for (int o = 0; o < OUT; o++) {
+            const float v = got[(size_t)row * OUT + o];
+            CHECK_MSG(named ? isnan(v) : v == start[(size_t)row * OUT + o], "failed int8 rows: row %d (%s) holds %g",
+                      row, named ? "named" : "not named", (double)v);
+        }
+        c += named;
+    }
+    for (int c = 0; c < LIVE; c++) CHECK(isnan(lse[c]));
+    CHECK(pmt_gemm_take_error(err, sizeof err) == -1 && strstr(err, "oneDNN cannot") != NULL);
+    CHECK(pmt_gemm_take_error(err, sizeof err) == 0);
+    pmt_lowp_set_test_hook(PMT_LOWP_HOOK_OFF, 0);
+    pmt_int8_matmul_free(mm);
+}
+
 static void test_bf16_kernel(void) {
     enum { N = 4, IN = 40, OUT = 24 };
     static float x[N * IN], w[OUT * IN], b[OUT], out[N * OUT];
@@ -385,6 +465,7 @@ int main(void) {
     test_quantize_rounding();
     test_kernel();
     test_packed_int8();
+    test_int8_rows();
     test_decoder(0);
     test_decoder_failure();
     if (!pmt_cpu_has_bf16()) {   /* the int8 parts ran: report them, then skip */

@@ -256,6 +256,30 @@ int pmt_int8_matmul_rows(int N);
 int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale,
                                const float *b, int N, const pmt_int8_scratch *scratch);
 
+/* What linear_forward_int8_rows does with product row c (c < N): why: a
+ * decoding step's products are a few rows each, and a separate pass for
+ * the live rows' gather and scatter, the ReLU, the residual add or the
+ * logits' normaliser reads the whole output again from a cache level
+ * further out; here each row is finished while it is in registers or L1.
+ * The same bits as linear_forward_int8_packed followed by those passes. */
+typedef enum pmt_int8_epilogue {
+    PMT_INT8_STORE,   /* out row = x_scale·w_scale·acc + b */
+    PMT_INT8_RELU,    /* out row = max(0, that) (relu_forward's test: NaN → 0) */
+    PMT_INT8_ADD      /* out row += that (residual_forward's sum) */
+} pmt_int8_epilogue;
+typedef struct pmt_int8_rows {
+    const int32_t *in_rows;    /* NULL, or row c reads in + in_rows[c]·IN */
+    const int32_t *out_rows;   /* NULL, or row c lands at out + out_rows[c]·OUT */
+    pmt_int8_epilogue op;
+    float *lse;                /* NULL, or lse[c] = log Σ_o exp(out row c) after the op (ops_log_sum_exp_row) */
+} pmt_int8_rows;
+/* linear_forward_int8_packed over rows chosen by how (NULL: rows 0..N-1,
+ * stored): the caller's in and out hold at least every row the maps name;
+ * out rows not named are untouched. 0, or -1 (the named out rows NaN, lse
+ * NaN, the message for pmt_gemm_take_error). */
+int linear_forward_int8_rows(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale, const float *b,
+                             int N, const pmt_int8_scratch *scratch, const pmt_int8_rows *how);
+
 /* A bf16 weight matrix [OUT, IN] and the oneDNN matmul that multiplies by
  * it (any number of rows, bias optional). Opaque; owns its copy of w. */
 typedef struct pmt_bf16_matmul pmt_bf16_matmul;

@@ -27,6 +27,7 @@
 
 #include "nn/gemm.h"
 #include "nn/gemm_internal.h"
+#include "nn/ops_internal.h"
 
 /* ------------------------------------------------------------------ */
 /* quantisation                                                        */
@@ -57,9 +58,18 @@ static inline void quantize_row(int8_t *q, float *scale, const float *row, int c
     }
 }
 
+/* Row c of a product: row map[c] of its buffer, or row c without a map. */
+static inline size_t mapped_row(const int32_t *map, int c) { return map ? (size_t)map[c] : (size_t)c; }
+
+/* q [N, cols], scale [N] = the quantised rows in_rows[c] (or c) of in. */
+static void quantize_mapped_rows(int8_t *q, float *scale, const float *in, const int32_t *in_rows, int N, int cols) {
+#pragma omp parallel for schedule(static) if ((long)N * cols > 32768)
+    for (int c = 0; c < N; c++)
+        quantize_row(q + (size_t)c * cols, scale + c, in + mapped_row(in_rows, c) * cols, cols);
+}
+
 void pmt_int8_quantize_rows(int8_t *q, float *scale, const float *w, int rows, int cols) {
-#pragma omp parallel for schedule(static) if ((long)rows * cols > 32768)
-    for (int r = 0; r < rows; r++) quantize_row(q + (size_t)r * cols, scale + r, w + (size_t)r * cols, cols);
+    quantize_mapped_rows(q, scale, w, NULL, rows, cols);
 }
 
 void pmt_int8_dequantize_rows(float *w, const int8_t *q, const float *scale, int rows, int cols) {
@@ -77,19 +87,42 @@ static void split_weights(int8_t *hi, int8_t *lo, const int8_t *wq, size_t n) {
     }
 }
 
-/* out [N, OUT] = x_scale[n] · w_scale[o] · acc[n][o] + b[o], with
- * acc = 2·acc_hi + acc_lo when acc_lo is given (the split weights). */
+/* x_scale · w_scale[j] · acc + b[j] for one product value (acc = 2·acc_hi
+ * + acc_lo with split weights): one expression for every epilogue, so
+ * each rounds it the same way. */
+static inline float rescaled(float xs, const float *w_scale, const float *b, const int32_t *a, const int32_t *lo,
+                             int j) {
+    const int32_t v = lo ? 2 * a[j] + lo[j] : a[j];
+    return xs * w_scale[j] * (float)v + (b ? b[j] : 0.0f);
+}
+
+/* Product row c of acc [N, OUT] (and acc_lo) finished into out by how
+ * (pmt_int8_rows in nn/gemm.h); how NULL: stored in row c. */
 static void rescale_rows(float *out, const int32_t *acc, const int32_t *acc_lo, const float *x_scale,
-                         const float *w_scale, const float *b, int N, int OUT) {
+                         const float *w_scale, const float *b, int N, int OUT, const pmt_int8_rows *how) {
+    const pmt_int8_rows stored = {NULL, NULL, PMT_INT8_STORE, NULL};
+    if (!how) how = &stored;
 #pragma omp parallel for schedule(static) if ((long)N * OUT > 32768)
     for (int n = 0; n < N; n++) {
         const float xs = x_scale[n];
-        float *o = out + (size_t)n * OUT;
+        float *o = out + mapped_row(how->out_rows, n) * OUT;
         const int32_t *a = acc + (size_t)n * OUT, *lo = acc_lo ? acc_lo + (size_t)n * OUT : NULL;
-        for (int j = 0; j < OUT; j++) {
-            const int32_t v = lo ? 2 * a[j] + lo[j] : a[j];
-            o[j] = xs * w_scale[j] * (float)v + (b ? b[j] : 0.0f);
+        /* One loop per epilogue: a test per value would stop vectorisation. */
+        switch (how->op) {
+        case PMT_INT8_STORE:
+            for (int j = 0; j < OUT; j++) o[j] = rescaled(xs, w_scale, b, a, lo, j);
+            break;
+        case PMT_INT8_RELU:
+            for (int j = 0; j < OUT; j++) {
+                const float y = rescaled(xs, w_scale, b, a, lo, j);
+                o[j] = y > 0.0f ? y : 0.0f;
+            }
+            break;
+        case PMT_INT8_ADD:
+            for (int j = 0; j < OUT; j++) o[j] = o[j] + rescaled(xs, w_scale, b, a, lo, j);
+            break;
         }
+        if (how->lse) how->lse[n] = ops_log_sum_exp_row(o, OUT);
     }
 }
 
@@ -145,11 +178,16 @@ const char *pmt_int8_path_name(void) {
 
 long pmt_int8_fallback_count(void) { return atomic_load(&g_fallbacks); }
 
+/* Records a failed product as the thread's error (nn/gemm.h). */
+static void record_failure(const char *what, int rows, int IN, int OUT) {
+    pmt_gemm_record_error("oneDNN cannot run the %s product of [%d, %d] x [%d, %d] on this CPU (%s); "
+                          "--compute-type fp32 avoids it", what, rows, IN, IN, OUT, pmt_cpu_isa_name());
+}
+
 /* A failed product: its output [rows, OUT] NaN and the thread's error recorded. */
 static int product_failed(float *out, const char *what, int rows, int IN, int OUT) {
     pmt_gemm_fail_output(out, rows, OUT, OUT);
-    pmt_gemm_record_error("oneDNN cannot run the %s product of [%d, %d] x [%d, %d] on this CPU (%s); "
-                          "--compute-type fp32 avoids it", what, rows, IN, IN, OUT, pmt_cpu_isa_name());
+    record_failure(what, rows, IN, OUT);
     return -1;
 }
 
@@ -389,27 +427,31 @@ static int one_call_products(const pmt_int8_matmul *mm, int N, const pmt_int8_sc
 }
 
 /* The checks every int8 product makes first: rows within the matmul's,
- * the split form's second accumulator given, the test hook. 0, or -1 (out
- * NaN, error recorded; out untouched when N exceeds the matmul's rows: the
- * caller's buffers may be sized for those only). */
-static int int8_product_ok(float *out, const pmt_int8_matmul *mm, int N, const pmt_int8_scratch *s) {
+ * the split form's second accumulator given, the test hook. 0; 1 when N
+ * exceeds the matmul's rows (error recorded; out must stay untouched: the
+ * caller's buffers may be sized for those only); -1 for another refusal
+ * (error recorded; the caller fills its output with NaN). */
+static int int8_refusal(const pmt_int8_matmul *mm, int N, const pmt_int8_scratch *s) {
     if (pmt_int8_matmul_rows(N) / INT8_ROW_STEP > mm->n_sizes) {
         pmt_gemm_record_error("int8 product of %d rows exceeds its matmul's %d rows", N, mm->n_sizes * INT8_ROW_STEP);
-        return -1;
+        return 1;
     }
-    if (mm->n_parts == 2 && !s->acc_lo)
-        return product_failed(out, "int8 (no acc_lo scratch)", N, mm->IN, mm->OUT);
-    if (hook_hits(PMT_LOWP_HOOK_FAIL, N)) return product_failed(out, "int8", N, mm->IN, mm->OUT);
-    return 0;
+    const char *why = mm->n_parts == 2 && !s->acc_lo ? "int8 (no acc_lo scratch)"
+                      : hook_hits(PMT_LOWP_HOOK_FAIL, N) ? "int8" : NULL;
+    if (!why) return 0;
+    record_failure(why, N, mm->IN, mm->OUT);
+    return -1;
 }
 
 int linear_forward_int8(float *out, const float *in, const pmt_int8_matmul *mm, const float *w_scale, const float *b,
                         int N, const pmt_int8_scratch *s) {
     if (N <= 0) return 0;
-    if (int8_product_ok(out, mm, N, s) != 0) return -1;
+    const int refused = int8_refusal(mm, N, s);
+    if (refused < 0) pmt_gemm_fail_output(out, N, mm->OUT, mm->OUT);
+    if (refused) return -1;
     pmt_int8_quantize_rows(s->xq, s->x_scale, in, N, mm->IN);
     if (one_call_products(mm, N, s) != 0) return product_failed(out, "int8", N, mm->IN, mm->OUT);
-    rescale_rows(out, s->acc, mm->n_parts == 2 ? s->acc_lo : NULL, s->x_scale, w_scale, b, N, mm->OUT);
+    rescale_rows(out, s->acc, mm->n_parts == 2 ? s->acc_lo : NULL, s->x_scale, w_scale, b, N, mm->OUT, NULL);
     return 0;
 }
 
@@ -432,16 +474,30 @@ static int run_packed(pmt_int8_matmul *mm, const int8_rows_slot *slot, int rows,
     return ok ? 0 : -1;
 }
 
-int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale,
-                               const float *b, int N, const pmt_int8_scratch *s) {
+/* The output of a failed linear_forward_int8_rows: the out rows how names
+ * (rows 0..N-1 without a map) NaN, and lse NaN. -1. */
+static int rows_failed(float *out, const pmt_int8_matmul *mm, int N, const pmt_int8_rows *how) {
+    const int32_t *out_rows = how ? how->out_rows : NULL;
+    for (int c = 0; c < N; c++) pmt_gemm_fail_output(out + mapped_row(out_rows, c) * mm->OUT, 1, mm->OUT, mm->OUT);
+    if (how && how->lse)
+        for (int c = 0; c < N; c++) how->lse[c] = NAN;
+    return -1;
+}
+
+int linear_forward_int8_rows(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale, const float *b,
+                             int N, const pmt_int8_scratch *s, const pmt_int8_rows *how) {
     if (N <= 0) return 0;
     const int rows = pmt_int8_matmul_rows(N);
-    if (int8_product_ok(out, mm, N, s) != 0) return -1;
-    pmt_int8_quantize_rows(s->xq, s->x_scale, in, N, mm->IN);
+    const int refused = int8_refusal(mm, N, s);
+    if (refused) return refused < 0 ? rows_failed(out, mm, N, how) : -1;
+    quantize_mapped_rows(s->xq, s->x_scale, in, how ? how->in_rows : NULL, N, mm->IN);
     /* The padding rows multiply too: zeros, so nothing uninitialised is read. */
     memset(s->xq + (size_t)N * mm->IN, 0, (size_t)(rows - N) * mm->IN);
     int32_t *acc_lo = mm->n_parts == 2 ? s->acc_lo : NULL;
-    if (prepare_slot(mm, rows) != 0) return product_failed(out, "int8", N, mm->IN, mm->OUT);
+    if (prepare_slot(mm, rows) != 0) {
+        record_failure("int8", N, mm->IN, mm->OUT);
+        return rows_failed(out, mm, N, how);
+    }
     const int8_rows_slot *slot = &mm->slots[rows / INT8_ROW_STEP - 1];
     int rc;
     if (slot->one_call) {
@@ -451,9 +507,17 @@ int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm,
         rc = run_packed(mm, slot, rows, 0, s->acc, s);
         if (rc == 0 && acc_lo) rc = run_packed(mm, slot, rows, 1, acc_lo, s);
     }
-    if (rc != 0) return product_failed(out, "int8", N, mm->IN, mm->OUT);
-    rescale_rows(out, s->acc, acc_lo, s->x_scale, w_scale, b, N, mm->OUT);
+    if (rc != 0) {
+        record_failure("int8", N, mm->IN, mm->OUT);
+        return rows_failed(out, mm, N, how);
+    }
+    rescale_rows(out, s->acc, acc_lo, s->x_scale, w_scale, b, N, mm->OUT, how);
     return 0;
+}
+
+int linear_forward_int8_packed(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale,
+                               const float *b, int N, const pmt_int8_scratch *s) {
+    return linear_forward_int8_rows(out, in, mm, w_scale, b, N, s, NULL);
 }
 
 /* ------------------------------------------------------------------ */

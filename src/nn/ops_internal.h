@@ -84,6 +84,20 @@ static inline float ops_exp_nonpos(float x) {
     return x != x ? x : y;
 }
 
+/* log Σ_v exp(l[v]) over one row of V >= 1 values, max-subtracted: the
+ * search's normaliser over a row of logits. Shared by logsumexp_rows and
+ * the int8 product that computes it while the row it just wrote is in
+ * cache (gemm_lowp.c), so both give the same bits. */
+static inline float ops_log_sum_exp_row(const float *l, int V) {
+    float mx = l[0];
+#pragma omp simd reduction(max : mx)
+    for (int v = 1; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int v = 0; v < V; v++) sum += ops_exp_nonpos(l[v] - mx);
+    return mx + logf(sum);
+}
+
 /* Dot product of two fp32 vectors with an fp32 accumulator, as sgemm does:
  * these are head-size (<= ~100) inner products, where fp32 rounding is far
  * below the noise of training; `omp simd` lets the reduction vectorise

@@ -197,20 +197,9 @@ void crossentropy_backward(float *dlogits, const float *probs, const int32_t *ta
     }
 }
 
-/* log Σ_v exp(l[v]) over one row, max-subtracted. */
-static float row_log_normalizer(const float *l, int V) {
-    float mx = l[0];
-#pragma omp simd reduction(max : mx)
-    for (int v = 1; v < V; v++) mx = l[v] > mx ? l[v] : mx;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int v = 0; v < V; v++) sum += ops_exp_nonpos(l[v] - mx);
-    return mx + logf(sum);
-}
-
 /* Search needs only the top tokens and this normaliser, never the full
  * softmax: one exp pass instead of a softmax's three. */
 void logsumexp_rows(float *lse, const float *logits, int R, int V) {
 #pragma omp parallel for schedule(static) if ((long)R * V > OPS_PAR_MIN)
-    for (int r = 0; r < R; r++) lse[r] = row_log_normalizer(logits + (size_t)r * V, V);
+    for (int r = 0; r < R; r++) lse[r] = ops_log_sum_exp_row(logits + (size_t)r * V, V);
 }

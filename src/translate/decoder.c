@@ -188,19 +188,38 @@ static const float *gather_live(const pmt_decoder *d, const float *in, int W) {
     return d->gather_in;
 }
 
+/* What a step's linear layer does with its output rows: store them, store
+ * their ReLU, or add them to out (a residual: out is then d->x). */
+typedef enum { STEP_STORE = PMT_INT8_STORE, STEP_RELU = PMT_INT8_RELU, STEP_ADD = PMT_INT8_ADD } step_op;
+
 /* The linear layer of a step over all rows [rows, IN] -> [rows, OUT], or,
- * when some rows are not live, over the live ones only (gathered, then
- * scattered back; the other rows of out keep what they held). */
+ * when some rows are not live, over the live ones only (the other rows of
+ * out keep what they held), finished by op. With int8 weights the product
+ * reads and writes the live rows in place and applies op as it rescales
+ * (linear_forward_int8_rows); otherwise the live rows are gathered and
+ * scattered, and op is a pass of its own (over every row: a dead row's
+ * values are never read). The live rows get the same bits either way. */
 static void step_linear(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
-                        int IN, int OUT) {
-    if (d->n_live == N) {
-        linear_rows(d, out, in, w, b, N, IN, OUT);
+                        int IN, int OUT, step_op op) {
+    const struct pmt_lowp_matrix *lm = find_lowp(d, w);
+    const int all_live = d->n_live == N;
+    assert(all_live || (N == d->rows && d->n_live < N));
+    if (lm && lm->q8) {
+        const int32_t *rows = all_live ? NULL : d->live_rows;
+        const pmt_int8_rows how = {rows, rows, (pmt_int8_epilogue)op, NULL};
+        (void)linear_forward_int8_rows(out, in, lm->q8, lm->q8_scale, b, d->n_live, &d->q8_scratch, &how);
         return;
     }
-    assert(N == d->rows && d->n_live < N);
-    linear_rows(d, d->gather_out, gather_live(d, in, IN), w, b, d->n_live, IN, OUT);
-    for (int c = 0; c < d->n_live; c++)
-        memcpy(out + (size_t)d->live_rows[c] * OUT, d->gather_out + (size_t)c * OUT, (size_t)OUT * sizeof(float));
+    float *dst = op == STEP_ADD ? d->sub : out;
+    if (all_live) {
+        linear_rows(d, dst, in, w, b, N, IN, OUT);
+    } else {
+        linear_rows(d, d->gather_out, gather_live(d, in, IN), w, b, d->n_live, IN, OUT);
+        for (int c = 0; c < d->n_live; c++)
+            memcpy(dst + (size_t)d->live_rows[c] * OUT, d->gather_out + (size_t)c * OUT, (size_t)OUT * sizeof(float));
+    }
+    if (op == STEP_RELU) relu_forward(out, out, (size_t)N * OUT);
+    if (op == STEP_ADD) residual_forward(out, out, d->sub, (size_t)N * OUT);
 }
 
 static int is_standard(const pmt_decoder *d, int site) {
@@ -397,7 +416,7 @@ static void self_attention(pmt_decoder *d, const pmt_attn_params *p, pmt_decoder
     const pmt_model *m = d->m;
     const int R = d->rows, C = m->C;
     if (is_standard(d, PMT_SITE_DEC_SELF)) {
-        step_linear(d, d->qkv, d->ln, p->wqkv, p->bqkv, R, C, 3 * C);   /* [R, 3C]: q | k | v */
+        step_linear(d, d->qkv, d->ln, p->wqkv, p->bqkv, R, C, 3 * C, STEP_STORE);   /* [R, 3C]: q | k | v */
         cache_put(c->k, d->qkv + C, 3 * C, R, d->cap, d->t, C);
         cache_put(c->v, d->qkv + 2 * C, 3 * C, R, d->cap, d->t, C);
         attention_forward_cached(d->att, d->attn_probs, d->qkv, c->k, c->v, 3 * C, d->row_map, d->max_rows, R,
@@ -428,7 +447,7 @@ static void cross_attention(pmt_decoder *d, const pmt_attn_params *p, const pmt_
     const pmt_model *m = d->m;
     const int C = m->C;
     if (is_standard(d, PMT_SITE_DEC_CROSS)) {
-        step_linear(d, d->qkv, d->ln, p->wqkv, p->bqkv, d->rows, C, C);   /* the Q rows: [rows, C] */
+        step_linear(d, d->qkv, d->ln, p->wqkv, p->bqkv, d->rows, C, C, STEP_STORE);   /* the Q rows: [rows, C] */
         attention_forward_few_queries(d->att, d->attn_probs, d->qkv, c->cross_kv, c->cross_kv + C, C, 2 * C,
                                       d->src_len, 0, d->n_sent, d->beam, d->S, C, m->NH,
                                       (float)(1.0 / sqrt((double)m->HS)));
@@ -440,18 +459,15 @@ static void cross_attention(pmt_decoder *d, const pmt_attn_params *p, const pmt_
 /* x += W_O · att + b_O (the residual of an attention block). */
 static void attention_output(pmt_decoder *d, const pmt_attn_params *p) {
     const int R = d->rows, C = d->m->C;
-    step_linear(d, d->sub, d->att, p->wo, p->bo, R, C, C);
-    residual_forward(d->x, d->x, d->sub, (size_t)R * C);
+    step_linear(d, d->x, d->att, p->wo, p->bo, R, C, C, STEP_ADD);
 }
 
 static void ffn_block(pmt_decoder *d, const pmt_ffn_params *p) {
     const pmt_model *m = d->m;
     const int R = d->rows;
     layernorm_forward(d->ln, d->mean, d->rstd, d->x, p->ln_w, p->ln_b, R, m->C);
-    step_linear(d, d->h, d->ln, p->w1, p->b1, R, m->C, m->F);
-    relu_forward(d->h, d->h, (size_t)R * m->F);
-    step_linear(d, d->sub, d->h, p->w2, p->b2, R, m->F, m->C);
-    residual_forward(d->x, d->x, d->sub, (size_t)R * m->C);
+    step_linear(d, d->h, d->ln, p->w1, p->b1, R, m->C, m->F, STEP_RELU);
+    step_linear(d, d->x, d->h, p->w2, p->b2, R, m->F, m->C, STEP_ADD);
 }
 
 const float *pmt_decoder_step_live(pmt_decoder *d, const int32_t *tokens, const int32_t *live) {
@@ -481,15 +497,21 @@ const float *pmt_decoder_step_live(pmt_decoder *d, const int32_t *tokens, const 
     }
     layernorm_forward(d->ln, d->mean, d->rstd, d->x, m->dec_ln_w, m->dec_ln_b, R, C);
     /* Logits (the widest product of a step) of the live rows only, in
-     * live-row order: row r's are at logit_slot[r]. */
-    const float *rows = d->n_live == R ? d->ln : gather_live(d, d->ln, C);
-    linear_rows(d, d->logits, rows, m->wte, NULL, d->n_live, C, m->V);
+     * live-row order: row r's are at logit_slot[r]; with int8 weights their
+     * normaliser is taken as each row is written. */
+    const struct pmt_lowp_matrix *lm = find_lowp(d, m->wte);
+    if (lm && lm->q8) {
+        const pmt_int8_rows how = {d->n_live == R ? NULL : d->live_rows, NULL, PMT_INT8_STORE, d->lse};
+        (void)linear_forward_int8_rows(d->logits, d->ln, lm->q8, lm->q8_scale, NULL, d->n_live, &d->q8_scratch, &how);
+    } else {
+        linear_rows(d, d->logits, d->n_live == R ? d->ln : gather_live(d, d->ln, C), m->wte, NULL, d->n_live, C, m->V);
+        logsumexp_rows(d->lse, d->logits, d->n_live, m->V);
+    }
     char why[256];
     if (pmt_gemm_take_error(why, sizeof why) != 0) {
         snprintf(d->error, sizeof d->error, "decoder step %d: %s", d->t, why);
         return NULL;
     }
-    logsumexp_rows(d->lse, d->logits, d->n_live, m->V);
     d->t++;
     return d->logits;
 }
