@@ -11,7 +11,9 @@ DIR/LABEL/ckpt/test.hyp, plus DIR/bench.json, and writes DIR/report.md:
 speed and quality tables, the plots, the machine and the exact command.
 A study at equal wall-clock time (each mode's own --max-steps, set from its
 quiet step time) with test BLEU also gets its speed/quality front: a table
-and DIR/plots/front.{png,svg} (plot_front.py).
+and DIR/plots/front.{png,svg} (plot_front.py). Modes whose flags differ
+only in --seed are one setup: a table of its BLEU by seed, mean and
+spread, and the front over the setups' means.
 Missing inputs show as "—". Files are named relative to the repository
 root, never by absolute paths. What quotes the test split stays out of
 report.md, which is committed: ~5 sample translations side by side and
@@ -22,10 +24,12 @@ DIR/summary.json is the same study for programs: the study's command,
 config, budget (the common budget flag, or each mode's own --max-steps
 when its flags carry one: equal wall-clock time set from quiet step times),
 the budget note, and machine, and per mode (in the order given) its flags,
+seed,
 training minutes and steps, test BLEU and chrF (sacreBLEU-exact, beam
 search), validation accuracy, the step-time ratio to the reference mode
 (`standard` when present, else the first) and the parameter count. Missing
-values are null. Keys are described in SUMMARY_KEYS below.
+values are null. Keys are described in SUMMARY_KEYS below; seed_groups
+(one entry per setup, when some have several seeds) in SEED_GROUP_KEYS.
 """
 import argparse
 import csv
@@ -314,10 +318,22 @@ SUMMARY_KEYS = {
     "parameters": "trainable parameters",
     "flores_bleu": "BLEU on FLORES-200 dev (out of domain), when run",
     "flores_chrf": "chrF on FLORES-200 dev, when run",
+    "seed": "--seed in the mode's flags (null: the config's)",
     "budget_time_ratio": "equal-time step budgets only: the reference's --max-steps / this mode's, i.e. its quiet "
                          "step time relative to the reference's",
     "on_front": "equal-time step budgets only: no other mode has a budget_time_ratio and test BLEU both at least "
-                "as good, one of them better",
+                "as good, one of them better (with seed_groups: of its setup's mean test BLEU among the setups')",
+}
+
+SEED_GROUP_KEYS = {
+    "label": "the setup: its first mode's label",
+    "modes": "its modes: the same flags but --seed",
+    "seeds": "their seeds, in the same order",
+    "test_bleu": "test BLEU by seed (seeds with a result)",
+    "mean": "mean test BLEU over those seeds",
+    "spread": "largest minus smallest of them",
+    "deltas": "test BLEU minus the reference setup's, seed by seed (seeds both have)",
+    "delta_mean": "mean of those differences",
 }
 
 
@@ -350,15 +366,99 @@ def mode_step_budgets(runs):
     return budgets
 
 
+def run_seed(run):
+    """The mode's --seed (the last in its flags), or None: the config's."""
+    flags = run["flags"] or []
+    seeds = [flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == "--seed"]
+    return int(seeds[-1]) if seeds else None
+
+
+def flags_without_seed(flags):
+    """The flags with every --seed N taken out: what defines a setup."""
+    out, i = [], 0
+    while i < len(flags):
+        if flags[i] == "--seed" and i + 1 < len(flags):
+            i += 2
+            continue
+        out.append(flags[i])
+        i += 1
+    return tuple(out)
+
+
+def seed_groups(runs):
+    """The setups of a study that repeats some with other seeds: modes whose flags
+    differ only in --seed, as [{"label": the first mode's label, "runs": [...]}] in
+    order of first appearance; [] when no setup has two seeds."""
+    groups = {}
+    for r in runs:
+        groups.setdefault(flags_without_seed(r["flags"] or []), []).append(r)
+    out = [{"label": members[0]["label"], "runs": members} for members in groups.values()]
+    return out if any(len({run_seed(r) for r in g["runs"]}) > 1 for g in out) else []
+
+
+def group_bleu(group):
+    """{seed: test BLEU} of a setup's modes that have one."""
+    return {run_seed(r): get(r, "bleu_test", "bleu", "score") for r in group["runs"]
+            if get(r, "bleu_test", "bleu", "score") is not None}
+
+
+def seed_rows(runs):
+    """Per setup of seed_groups(): its seeds, test BLEU per seed, mean and spread
+    (max - min), and the difference to the reference setup seed by seed (only
+    the seeds both have) and its mean. [] without seed groups."""
+    groups = seed_groups(runs)
+    if not groups:
+        return []
+    ref_label = reference_run(runs)["label"]
+    ref = group_bleu(next(g for g in groups if any(r["label"] == ref_label for r in g["runs"])))
+    rows = []
+    for g in groups:
+        bleu = group_bleu(g)
+        deltas = {seed: bleu[seed] - ref[seed] for seed in bleu if seed in ref}
+        values = list(bleu.values())
+        rows.append({"label": g["label"], "modes": [r["label"] for r in g["runs"]],
+                     "seeds": [run_seed(r) for r in g["runs"]], "test_bleu": bleu,
+                     "mean": statistics.mean(values) if values else None,
+                     "spread": max(values) - min(values) if values else None,
+                     "deltas": deltas, "delta_mean": statistics.mean(deltas.values()) if deltas else None})
+    return rows
+
+
+def seeds_section(runs):
+    """The report's table of setups trained with several seeds; [] without."""
+    rows = seed_rows(runs)
+    if not rows:
+        return []
+    ref = reference_label(runs)
+    lines = ["## Seeds", "",
+             f"| setup | modes | test BLEU by seed | mean | spread | vs {ref}, seed by seed | vs {ref}, mean |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        by_seed = ", ".join(f"{r['test_bleu'][s]:.2f} (seed {s})" for s in r["seeds"] if s in r["test_bleu"])
+        deltas = ", ".join(f"{r['deltas'][s]:+.2f}" for s in r["seeds"] if s in r["deltas"])
+        lines.append(f"| {r['label']} | {', '.join(r['modes'])} | {by_seed or DASH} | {fmt(r['mean'], '.2f')} "
+                     f"| {fmt(r['spread'], '.2f')} | {deltas or DASH} | {fmt(r['delta_mean'], '+.2f')} |")
+    lines += ["", "Modes that differ only in `--seed` are one setup (seeds change initialisation, data order "
+              "and dropout). The spread is the largest minus the smallest BLEU over its seeds; the difference "
+              f"to {ref} pairs the runs of the same seed. The front below plots each setup's mean.", ""]
+    return lines
+
+
 def budget_sentence(args, runs):
     """How the modes' budgets compare, for the report's first lines."""
+    seeds = sorted({run_seed(r) for r in runs}, key=lambda s: (s is None, s))
+    if len(seeds) > 1:
+        named = ", ".join("the config's" if s is None else str(s) for s in seeds)
+        same = f"Seeds {named} (`--seed` in the flags): modes of one seed share initialisation and data order"
+    else:
+        same = "Same seed and data order"
     if args.budget:
-        text = f"Same seed, data order and budget (`{args.budget}`) for every mode."
+        text = f"{same}; the same budget (`{args.budget}`) for every mode."
     elif mode_step_budgets(runs):
         steps = ", ".join(f"{label} {n:,}" for label, n in mode_step_budgets(runs).items())
-        text = f"Same seed and data order; each mode has its own step budget (`--max-steps` in its flags: {steps})."
+        text = f"{same}; each mode has its own step budget (`--max-steps` in its flags: {steps})."
     else:
-        text = "Same seed and data order; every mode stops by the config's own criteria."
+        text = f"{same}; every mode stops by the config's own criteria."
     return text + (f" {args.budget_note}" if args.budget_note else "")
 
 
@@ -367,12 +467,36 @@ def reference_run(runs):
     return next((r for r in runs if r["label"] == "standard"), runs[0])
 
 
+def reference_label(runs):
+    """The reference of ratios and differences: reference_run()'s label, or, with
+    seed groups, the label of the setup it belongs to."""
+    label = reference_run(runs)["label"]
+    return next((r["label"] for r in seed_rows(runs) if label in r["modes"]), label)
+
+
 def study_front(runs):
-    """front_rows() of a study at equal wall-clock time (per-mode step budgets)."""
+    """front_rows() of a study at equal wall-clock time (per-mode step budgets): one
+    row per mode, or per setup (its mean test BLEU over its seeds, labelled by its
+    first mode) when seed_groups() finds setups trained with several seeds."""
     budgets = mode_step_budgets(runs)
+    setups = seed_rows(runs)
+    if setups:
+        modes = [{"label": r["label"], "budget": budgets.get(r["label"]),
+                  "test_bleu": r["mean"] if len(r["test_bleu"]) == len(r["modes"]) else None} for r in setups]
+        return front_rows(modes, reference_label(runs))
     modes = [{"label": r["label"], "budget": budgets.get(r["label"]),
               "test_bleu": get(r, "bleu_test", "bleu", "score")} for r in runs]
     return front_rows(modes, reference_run(runs)["label"])
+
+
+def front_of_mode(runs):
+    """{mode label: its study_front() row}: a mode of a seed group gets its setup's."""
+    rows = {r["label"]: r for r in study_front(runs)}
+    for setup in seed_rows(runs):
+        for label in setup["modes"]:
+            if setup["label"] in rows:
+                rows[label] = rows[setup["label"]]
+    return rows
 
 
 def front_section(study, runs):
@@ -381,9 +505,10 @@ def front_section(study, runs):
     rows = study_front(runs)
     if not rows:
         return []
-    ref = reference_run(runs)["label"]
+    ref = reference_label(runs)
+    bleu = "mean test BLEU" if seed_rows(runs) else "test BLEU"
     lines = ["## Speed and quality at equal time", "",
-             "| mode | step time / " + ref + " | time saved | test BLEU | vs " + ref + " | on the front |",
+             "| mode | step time / " + ref + " | time saved | " + bleu + " | vs " + ref + " | on the front |",
              "|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: r["time_ratio"]):
         lines.append(f"| {r['label']} | {r['time_ratio']:.3f} | {100 * (1 - r['time_ratio']):.1f} % "
@@ -402,7 +527,7 @@ def front_section(study, runs):
 
 def summary(runs, args):
     ref = reference_run(runs)
-    front = {r["label"]: r for r in study_front(runs)}
+    front = front_of_mode(runs)
     ref_bench = get(ref, "bench", "ms_per_step")
     modes = []
     for r in runs:
@@ -431,6 +556,7 @@ def summary(runs, args):
             "parameters": get(r, "test", "params"),
             "flores_bleu": get(r, "bleu_flores", "bleu", "score"),
             "flores_chrf": get(r, "bleu_flores", "chrf", "score"),
+            "seed": run_seed(r),
             "budget_time_ratio": front[r["label"]]["time_ratio"] if r["label"] in front else None,
             "on_front": front[r["label"]]["on_front"] if r["label"] in front else None,
         }
@@ -448,6 +574,9 @@ def summary(runs, args):
         "machine": machine(),
         "keys": SUMMARY_KEYS,
         "modes": modes,
+        "seed_group_keys": SEED_GROUP_KEYS,
+        "seed_groups": [dict(r, test_bleu={str(k): v for k, v in r["test_bleu"].items()},
+                             deltas={str(k): v for k, v in r["deltas"].items()}) for r in seed_rows(runs)],
     }
 
 
@@ -475,6 +604,7 @@ def main():
            "## Speed", "", *speed, "", speed_note, "",
            "## Quality", "", *quality, "", quality_note,
            bleu_scope(n_test, args.flores), "",
+           *seeds_section(runs),
            *front_section(args.study, runs),
            "## Curves", "", *figure_links(args.study), "",
            "Not committed: the attention pictures and the sample translations, which show test-split sentences "

@@ -100,6 +100,24 @@ print(" ".join("%s:%.3f:%d" % (r["label"], r["time_ratio"], r["on_front"]) for r
 # spp (slower and worse than pps) is the one mode off the front.
 check "front: budgets give step times, spp is dominated ($front)" \
   [ "$front" = "sss:1.000:1 pps:0.833:1 spp:0.909:0 ppp:0.769:1" ]
+# make_report.py: setups repeated with other seeds are grouped, averaged and
+# paired seed by seed; the front is over the setups' means.
+seeds=$(cd "$scripts" && "$python" -c 'import types, make_report as m
+def run(label, flags, bleu):
+    return {"label": label, "flags": flags.split(), "bleu_test": {"bleu": {"score": bleu}}}
+b, p = "--lr 1e-3 --max-steps ", "--attention projection --lr 1e-3 --max-steps "
+runs = [run("sss", b + "100 --seed 1", 40.0), run("pps", p + "120 --seed 1", 39.0),
+        run("sss-seed2", b + "100 --seed 2", 41.0), run("pps-seed2", p + "120 --seed 2", 40.5)]
+print(" ".join("%s=%s:%.2f:%.2f:%+.2f" % (r["label"], ",".join(r["modes"]), r["mean"], r["spread"], r["delta_mean"])
+               for r in m.seed_rows(runs)))
+print(" ".join("%s:%.3f:%.2f" % (r["label"], r["time_ratio"], r["bleu"]) for r in m.study_front(runs)))
+print(m.budget_sentence(types.SimpleNamespace(budget="", budget_note=""), runs))
+print(len(m.seed_rows(runs[:2])), len(m.seeds_section(runs[:2])))' 2>&1)
+check "seeds: setups grouped, mean, spread, paired difference ($seeds)" \
+  [ "$(sed -n 1p <<<"$seeds")" = "sss=sss,sss-seed2:40.50:1.00:+0.00 pps=pps,pps-seed2:39.75:1.50:-0.75" ]
+check "seeds: the front is over the setups' means" [ "$(sed -n 2p <<<"$seeds")" = "sss:1.000:40.50 pps:0.833:39.75" ]
+check "seeds: the report says the seeds differ" grep -q "^Seeds 1, 2 (" <<<"$(sed -n 3p <<<"$seeds")"
+check "seeds: one seed each, no seed table" [ "$(sed -n 4p <<<"$seeds")" = "0 0" ]
 echo '{"modes": []}' > "$tmp/nobudget.json"
 "$python" "$scripts/plot_front.py" --summary "$tmp/nobudget.json" --out "$tmp/front2" > "$tmp/log" 2>&1
 check "no budgets: plot_front fails" [ $? -ne 0 ]
