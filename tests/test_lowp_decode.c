@@ -211,7 +211,7 @@ static void test_packed_int8(void) {
 }
 
 /* linear_forward_int8_rows (the decoder's fused steps): the named rows get
- * the bits of the packed product of the gathered rows followed by the
+ * the bits of the exact integer product of the gathered rows followed by the
  * ReLU, the residual add or the normaliser as their own passes; rows not
  * named are untouched; a failed product makes the named rows and lse NaN
  * and nothing else. */
@@ -238,7 +238,7 @@ static void test_int8_rows(void) {
         const int n = mapped ? LIVE : R;
         for (int c = 0; c < n; c++)
             memcpy(gathered + (size_t)c * IN, x + (size_t)(mapped ? live[c] : c) * IN, sizeof(float) * IN);
-        CHECK(linear_forward_int8_packed(prod, gathered, mm, w_scale, b, n, &s) == 0);
+        exact_int8(prod, gathered, wq, w_scale, b, n, IN, OUT);
         for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
             /* The separate passes: op over the product rows, then scattered. */
             memcpy(want, start, sizeof want);
@@ -261,7 +261,7 @@ static void test_int8_rows(void) {
         }
     }
     /* Input rows by one map, output rows contiguous (the decoder's logits). */
-    CHECK(linear_forward_int8_packed(prod, gathered, mm, w_scale, NULL, LIVE, &s) == 0);
+    exact_int8(prod, gathered, wq, w_scale, NULL, LIVE, IN, OUT);
     const pmt_int8_rows logits = {live, NULL, PMT_INT8_STORE, NULL};
     memcpy(got, start, sizeof got);
     CHECK(linear_forward_int8_rows(got, x, mm, w_scale, NULL, LIVE, &s, &logits) == 0);
@@ -285,6 +285,26 @@ static void test_int8_rows(void) {
     CHECK(pmt_gemm_take_error(err, sizeof err) == -1 && strstr(err, "oneDNN cannot") != NULL);
     CHECK(pmt_gemm_take_error(err, sizeof err) == 0);
     pmt_lowp_set_test_hook(PMT_LOWP_HOOK_OFF, 0);
+    pmt_int8_matmul_free(mm);
+    /* Rows as wide as a vocabulary (the product's parallel branch, a
+     * vector tail): the normaliser of each is logsumexp_rows's. */
+    enum { WIDE = 4099 };
+    static float ww[WIDE * IN], ws[WIDE], wide[LIVE * WIDE], wide_lse[LIVE];
+    static int8_t wwq[WIDE * IN];
+    static int32_t wacc[16 * WIDE], wacc_lo[16 * WIDE];
+    for (int i = 0; i < WIDE * IN; i++) ww[i] = (float)(pmt_rng_uniform(&r) - 0.5);
+    pmt_int8_quantize_rows(wwq, ws, ww, WIDE, IN);
+    pmt_int8_scratch sw = {xq, x_scale, wacc, wacc_lo};
+    mm = pmt_int8_matmul_init(wwq, IN, WIDE, R, err, sizeof err);
+    CHECK_MSG(mm != NULL, "%s", err);
+    if (!mm) return;
+    const pmt_int8_rows vocab = {live, NULL, PMT_INT8_STORE, lse};
+    CHECK(linear_forward_int8_rows(wide, x, mm, ws, NULL, LIVE, &sw, &vocab) == 0);
+    logsumexp_rows(wide_lse, wide, LIVE, WIDE);
+    CHECK_MSG(memcmp(lse, wide_lse, sizeof wide_lse) == 0, "int8 rows: normaliser of %d-wide rows differs", WIDE);
+    static float wide_want[LIVE * WIDE];
+    exact_int8(wide_want, gathered, wwq, ws, NULL, LIVE, IN, WIDE);
+    CHECK(memcmp(wide, wide_want, sizeof wide) == 0);
     pmt_int8_matmul_free(mm);
 }
 

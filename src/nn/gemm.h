@@ -269,14 +269,18 @@ typedef enum pmt_int8_epilogue {
 } pmt_int8_epilogue;
 typedef struct pmt_int8_rows {
     const int32_t *in_rows;    /* NULL, or row c reads in + in_rows[c]·IN */
-    const int32_t *out_rows;   /* NULL, or row c lands at out + out_rows[c]·OUT */
+    const int32_t *out_rows;   /* NULL, or row c lands at out + out_rows[c]·OUT; distinct rows */
     pmt_int8_epilogue op;
-    float *lse;                /* NULL, or lse[c] = log Σ_o exp(out row c) after the op (ops_log_sum_exp_row) */
+    float *lse;                /* NULL, or [N]: lse[c] = log Σ_o exp(out row c) after the op (ops_log_sum_exp_row) */
 } pmt_int8_rows;
 /* linear_forward_int8_packed over rows chosen by how (NULL: rows 0..N-1,
- * stored): the caller's in and out hold at least every row the maps name;
- * out rows not named are untouched. 0, or -1 (the named out rows NaN, lse
- * NaN, the message for pmt_gemm_take_error). */
+ * stored). The caller owns everything: how and its maps are only read
+ * during the call; in and out hold at least every row the maps name, and
+ * out rows not named are untouched. Every input row is quantised before
+ * any output row is written, so in may be out. 0, or -1 with the message
+ * for pmt_gemm_take_error: the named out rows and lse NaN, except when N
+ * exceeds the matmul's rows (out and lse untouched, as
+ * linear_forward_int8_packed). */
 int linear_forward_int8_rows(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale, const float *b,
                              int N, const pmt_int8_scratch *scratch, const pmt_int8_rows *how);
 

@@ -107,7 +107,8 @@ static void rescale_rows(float *out, const int32_t *acc, const int32_t *acc_lo, 
         const float xs = x_scale[n];
         float *o = out + mapped_row(how->out_rows, n) * OUT;
         const int32_t *a = acc + (size_t)n * OUT, *lo = acc_lo ? acc_lo + (size_t)n * OUT : NULL;
-        /* One loop per epilogue: a test per value would stop vectorisation. */
+        /* One plain loop per epilogue, so that none relies on the compiler
+         * taking a per-value test of the op out of its loop to vectorise. */
         switch (how->op) {
         case PMT_INT8_STORE:
             for (int j = 0; j < OUT; j++) o[j] = rescaled(xs, w_scale, b, a, lo, j);

@@ -198,13 +198,15 @@ typedef enum { STEP_STORE = PMT_INT8_STORE, STEP_RELU = PMT_INT8_RELU, STEP_ADD 
  * reads and writes the live rows in place and applies op as it rescales
  * (linear_forward_int8_rows); otherwise the live rows are gathered and
  * scattered, and op is a pass of its own (over every row: a dead row's
- * values are never read). The live rows get the same bits either way. */
+ * values are never read). The live rows get the bits of the gather/scatter
+ * form either way. */
 static void step_linear(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
                         int IN, int OUT, step_op op) {
     const struct pmt_lowp_matrix *lm = find_lowp(d, w);
     const int all_live = d->n_live == N;
     assert(all_live || (N == d->rows && d->n_live < N));
     if (lm && lm->q8) {
+        assert(lm->rows == OUT);
         const int32_t *rows = all_live ? NULL : d->live_rows;
         const pmt_int8_rows how = {rows, rows, (pmt_int8_epilogue)op, NULL};
         (void)linear_forward_int8_rows(out, in, lm->q8, lm->q8_scale, b, d->n_live, &d->q8_scratch, &how);

@@ -85,7 +85,9 @@ typedef struct pmt_decoder {
     float *lse;                  /* [max_rows] their log-normaliser: log p = logit − lse */
     /* The last step's live rows (pmt_decoder_step_live): their list, the
      * slot of each row's logits (-1: not live), and the gather/scatter
-     * buffers of the products run on them only, [max_rows, max(F, 3C)]. */
+     * buffers of the products run on them only, [max_rows, max(F, 3C)]
+     * (fp32 and bf16 weights; int8 products read and write the live rows
+     * in place and leave them and sub unused during steps). */
     int32_t *live_rows, *logit_slot;
     int n_live;
     float *gather_in, *gather_out;
