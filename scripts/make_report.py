@@ -452,7 +452,9 @@ def budget_sentence(args, runs):
         same = f"Seeds {named} (`--seed` in the flags): modes of one seed share initialisation and data order"
     else:
         same = "Same seed and data order"
-    if args.budget:
+    if args.budget and len(seeds) <= 1:
+        text = f"Same seed, data order and budget (`{args.budget}`) for every mode."
+    elif args.budget:
         text = f"{same}; the same budget (`{args.budget}`) for every mode."
     elif mode_step_budgets(runs):
         steps = ", ".join(f"{label} {n:,}" for label, n in mode_step_budgets(runs).items())
