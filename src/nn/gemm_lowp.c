@@ -495,16 +495,12 @@ int linear_forward_int8_rows(float *out, const float *in, pmt_int8_matmul *mm, c
     /* The padding rows multiply too: zeros, so nothing uninitialised is read. */
     memset(s->xq + (size_t)N * mm->IN, 0, (size_t)(rows - N) * mm->IN);
     int32_t *acc_lo = mm->n_parts == 2 ? s->acc_lo : NULL;
-    if (prepare_slot(mm, rows) != 0) {
-        record_failure("int8", N, mm->IN, mm->OUT);
-        return rows_failed(out, mm, N, how);
-    }
+    int rc = prepare_slot(mm, rows);
     const int8_rows_slot *slot = &mm->slots[rows / INT8_ROW_STEP - 1];
-    int rc;
-    if (slot->one_call) {
+    if (rc == 0 && slot->one_call) {
         atomic_fetch_add(&g_fallbacks, 1);
         rc = one_call_products(mm, N, s);
-    } else {
+    } else if (rc == 0) {
         rc = run_packed(mm, slot, rows, 0, s->acc, s);
         if (rc == 0 && acc_lo) rc = run_packed(mm, slot, rows, 1, acc_lo, s);
     }
