@@ -3,8 +3,10 @@
  * into this binary against a double-precision reference, for all four
  * transpose combinations, leading dimensions wider than the matrices,
  * alpha/beta (beta = 1 accumulates, as the backward kernels need; beta = 0
- * overwrites, even NaN), the empty shapes, repeatability of a call, and the
- * active backend being the one CMake was asked for.
+ * overwrites, even NaN), the empty shapes, repeatability of a call, the
+ * active backend being the one CMake was asked for, and the fp32 products
+ * of pmt_sgemm / pmt_sgemm_lp running on the library pmt_gemm_fp32_backend
+ * names (weight gradients on OpenBLAS without AVX-512, in a oneDNN build).
  */
 #include "nn/gemm.h"
 #include "testutil.h"
@@ -95,6 +97,44 @@ static void test_backend(pmt_gemm_backend be) {
     free(A); free(B); free(C1); free(C2);
 }
 
+/* pmt_sgemm and pmt_sgemm_lp (fp32) give, bit for bit, the product of the
+ * library pmt_gemm_fp32_backend names for their transpose of A; the shape
+ * (K = 2,046, a batch's tokens) is one where the two libraries' sums
+ * differ, so a product on the other library fails the check. */
+static void test_routing(void) {
+    const int active_onednn = pmt_gemm_active() == PMT_GEMM_ONEDNN;
+    const int avx512 = !strncmp(pmt_cpu_isa_name(), "avx512", 6);
+    CHECK(pmt_gemm_fp32_backend(0) == pmt_gemm_active());
+    CHECK_MSG(pmt_gemm_fp32_backend(1) == (active_onednn && !avx512 ? PMT_GEMM_OPENBLAS : pmt_gemm_active()),
+              "transposed-A products on %s (CPU %s, active %s)", pmt_gemm_name(pmt_gemm_fp32_backend(1)),
+              pmt_cpu_isa_name(), pmt_gemm_name(pmt_gemm_active()));
+    enum { M = 40, N = 24, K = 2046 };
+    float *A = malloc(sizeof(float) * M * K), *B = malloc(sizeof(float) * N * K);
+    float *C[PMT_GEMM_BACKENDS], *routed = malloc(sizeof(float) * M * N), *routed_lp = malloc(sizeof(float) * M * N);
+    fill(A, (size_t)M * K, 11);
+    fill(B, (size_t)N * K, 12);
+    for (int ta = 0; ta < 2; ta++) {
+        const int lda = ta ? M : K;   /* A as stored: [K, M] when transposed */
+        for (int be = 0; be < PMT_GEMM_BACKENDS; be++) {
+            C[be] = malloc(sizeof(float) * M * N);
+            pmt_sgemm_on((pmt_gemm_backend)be, ta, 1, M, N, K, 1.0f, A, lda, B, K, 0.0f, C[be], N);
+        }
+        CHECK_MSG(memcmp(C[PMT_GEMM_ONEDNN], C[PMT_GEMM_OPENBLAS], sizeof(float) * M * N) != 0,
+                  "ta=%d: the two libraries gave the same bits, so this shape cannot tell them apart", ta);
+        pmt_sgemm(ta, 1, M, N, K, 1.0f, A, lda, B, K, 0.0f, routed, N);
+        pmt_sgemm_lp(0, ta, 1, M, N, K, 1.0f, A, NULL, lda, B, NULL, K, 0.0f, routed_lp, N);
+        const float *want = C[pmt_gemm_fp32_backend(ta)];
+        CHECK_MSG(memcmp(routed, want, sizeof(float) * M * N) == 0, "pmt_sgemm ta=%d did not run on %s", ta,
+                  pmt_gemm_name(pmt_gemm_fp32_backend(ta)));
+        CHECK_MSG(memcmp(routed_lp, want, sizeof(float) * M * N) == 0, "pmt_sgemm_lp ta=%d did not run on %s", ta,
+                  pmt_gemm_name(pmt_gemm_fp32_backend(ta)));
+        for (int be = 0; be < PMT_GEMM_BACKENDS; be++) free(C[be]);
+    }
+    printf("fp32 products on this CPU (%s): A as stored on %s, A transposed on %s\n", pmt_cpu_isa_name(),
+           pmt_gemm_name(pmt_gemm_fp32_backend(0)), pmt_gemm_name(pmt_gemm_fp32_backend(1)));
+    free(A); free(B); free(routed); free(routed_lp);
+}
+
 int main(void) {
     /* The backend pmt_sgemm uses is the one CMake was configured with
      * (-DPROJMT_GEMM, compiled into every test), whatever runs the binary. */
@@ -108,5 +148,6 @@ int main(void) {
     float e[4] = {0};
     pmt_sgemm(0, 0, 2, 2, 2, 1.0f, (const float[]){1, 0, 0, 1}, 2, (const float[]){5, 6, 7, 8}, 2, 0.0f, e, 2);
     CHECK(e[0] == 5 && e[1] == 6 && e[2] == 7 && e[3] == 8);
+    test_routing();
     return test_finish();
 }

@@ -20,6 +20,13 @@
  * fp32 FMA peak; they match bf16 dot products (2x the FMA rate), which is
  * what --precision bf16 runs.
  *
+ * Why the weight gradients leave oneDNN without AVX-512 (AMD EPYC Zen 3,
+ * avx2, 2 threads, 2026-12-03): oneDNN 2.6's avx2 sgemm runs the products
+ * with A transposed (dW = dYᵀ·X over a batch's tokens) at 76–149 GFLOP/s
+ * where OpenBLAS's kernels run them at 157–174, and is as fast or faster on
+ * the other products of a step; routing those to OpenBLAS took a base step
+ * from 725 to 611 ms (pmt_gemm_fp32_backend, docs/speed.md).
+ *
  * bf16 (gemm.h): both operands are converted into the workspace (alpha is
  * folded into A's conversion, so every bf16 product is a plain matmul with an
  * optional sum post-op for beta = 1) and multiplied by a bf16 matmul
@@ -146,6 +153,20 @@ const char *pmt_onednn_version(void) {
 }
 
 int pmt_cpu_has_bf16(void) { return isa_includes(dnnl_cpu_isa_avx512_core_bf16); }
+
+/* AVX-512 (oneDNN's avx512_core), asked once: the effective ISA is fixed
+ * at oneDNN's first use. */
+static int cpu_avx512(void) {
+    static _Atomic int known = -1;
+    int v = known;
+    if (v < 0) known = v = isa_includes(dnnl_cpu_isa_avx512_core);
+    return v;
+}
+
+pmt_gemm_backend pmt_gemm_fp32_backend(int ta) {
+    if (PROJMT_GEMM_DEFAULT != PMT_GEMM_ONEDNN || !ta) return PROJMT_GEMM_DEFAULT;
+    return cpu_avx512() ? PMT_GEMM_ONEDNN : PMT_GEMM_OPENBLAS;
+}
 
 int pmt_cpu_has_int8_dot(void) {
     return isa_includes(dnnl_cpu_isa_avx512_core_vnni) || isa_includes(dnnl_cpu_isa_avx2_vnni);
@@ -524,7 +545,7 @@ void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K,
 
 void pmt_sgemm_lp(int same_a, int ta, int tb, int M, int N, int K, float alpha, const float *A, const uint16_t *A16,
                   int lda, const float *B, const uint16_t *B16, int ldb, float beta, float *C, int ldc) {
-    sgemm_on(PROJMT_GEMM_DEFAULT, same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
+    sgemm_on(pmt_gemm_fp32_backend(ta), same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
 }
 
 /* The products whose epilogue adds a bias (and a ReLU) and writes fp32 or
@@ -573,5 +594,5 @@ void pmt_sgemm_in_task(int ta, int tb, int M, int N, int K, float alpha, const f
 
 void pmt_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                float beta, float *C, int ldc) {
-    pmt_sgemm_on(PROJMT_GEMM_DEFAULT, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    pmt_sgemm_on(pmt_gemm_fp32_backend(ta), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -60,8 +60,10 @@ typedef enum pmt_gemm_backend {
     PMT_GEMM_BACKENDS
 } pmt_gemm_backend;
 
-/* C [M, N] = alpha · op(A) · op(B) + beta · C with the active backend;
- * trans_a/trans_b nonzero means the operand is stored transposed. */
+/* C [M, N] = alpha · op(A) · op(B) + beta · C with the backend
+ * pmt_gemm_fp32_backend(trans_a) names (the active one, but for the
+ * transposed-A products on a CPU without AVX-512); trans_a/trans_b nonzero
+ * means the operand is stored transposed. */
 void pmt_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
 /* The same with an explicit backend (benchmarks; must be available). */
@@ -107,8 +109,20 @@ void pmt_gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, const uin
  * touching thread counts. M, N or K <= 0 does nothing (C untouched). */
 void pmt_sgemm_in_task(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                        const float *B, int ldb, float beta, float *C, int ldc);
-/* The backend pmt_sgemm uses (fixed at build time). */
+/* The backend of the build (fixed at build time): pmt_sgemm's, and the
+ * fp32 peak that `projmt bench` measures the products against. */
 pmt_gemm_backend pmt_gemm_active(void);
+/* The backend an fp32 product of pmt_sgemm / pmt_sgemm_lp runs on: the
+ * active one, except that in a oneDNN build on a CPU without AVX-512
+ * (oneDNN's effective ISA avx2 or older) a product with A transposed —
+ * the weight gradients dW = dYᵀ·X, K = the batch's tokens — runs on
+ * OpenBLAS. Why: oneDNN 2.6's avx2 sgemm takes 1.1–2.2× as long as
+ * OpenBLAS's Haswell/Zen kernels on exactly those shapes (AMD EPYC Zen 3,
+ * 2 threads: dW of [1024, 256] over 2,046 tokens 76 against 164 GFLOP/s,
+ * docs/speed.md), while it is as fast or faster on every other product of
+ * a step. A function of the ISA and the call site only, so a run (and its
+ * resume) always multiplies each product on the same library. */
+pmt_gemm_backend pmt_gemm_fp32_backend(int trans_a);
 /* 1 when the backend is linked into this build. */
 int pmt_gemm_available(pmt_gemm_backend backend);
 /* "onednn" or "openblas". */

@@ -189,8 +189,13 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
     out->tokens_per_s = (double)total_tokens / total_s;
     out->gflops = total_flops / total_s / 1e9;
     const int bf16 = cfg->precision == PMT_PRECISION_BF16;
-    const double step_peak = bf16 ? peaks->bf16_convert : peaks->sgemm[pmt_gemm_active()];
-    const double product_peak = bf16 ? peaks->bf16 : peaks->sgemm[pmt_gemm_active()];
+    /* fp32: against the higher of the two libraries' peaks, since a step's
+     * products may run on both (pmt_gemm_fp32_backend). */
+    double fp32_peak = 0;
+    for (int be = 0; be < PMT_GEMM_BACKENDS; be++)
+        if (peaks->sgemm[be] > fp32_peak) fp32_peak = peaks->sgemm[be];
+    const double step_peak = bf16 ? peaks->bf16_convert : fp32_peak;
+    const double product_peak = bf16 ? peaks->bf16 : fp32_peak;
     out->pct_of_peak = step_peak > 0 ? 100.0 * out->gflops / step_peak : 0;
     const double gemm_s = pmt_profile_seconds(PMT_PHASE_GEMM);
     out->product_gflops = gemm_s > 0 ? pmt_profile_flops() / gemm_s / 1e9 : 0;

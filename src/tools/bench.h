@@ -63,8 +63,9 @@ double pmt_bench_sgemm_peak(pmt_gemm_backend backend, int precision, int rounded
 /* Trains cfg (one attention configuration) for warmup + steps optimizer steps
  * on the first batches of the corpus (or synthetic batches when corpus is
  * NULL: lengths like spa-eng's, 8-14 tokens), timing the last `steps`.
- * V is the vocabulary size. % of peak is of the active backend's sgemm
- * peak in fp32, of the bf16 peak with conversion in bf16 (the step's
+ * V is the vocabulary size. % of peak is of the higher of the two
+ * libraries' sgemm peaks in fp32 (a step may use both:
+ * pmt_gemm_fp32_backend), of the bf16 peak with conversion in bf16 (the step's
  * throughput) and, for the products alone, of the bf16 peak on rounded
  * operands. 0, or -1 with err. */
 int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int warmup, int steps,
