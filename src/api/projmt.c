@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "core/cpu_check.h"
 #include "core/threads.h"
 #include "model/checkpoint.h"
 #include "nn/gemm.h"
@@ -62,6 +63,11 @@ projmt_translator *projmt_translator_new(const char *model_path, const projmt_lo
     const projmt_load_options *o = options ? options : &defaults;
     if (!model_path) {
         set_error("projmt_translator_new: model_path is NULL");
+        return NULL;
+    }
+    char cpu_err[400];
+    if (pmt_cpu_check(cpu_err, sizeof cpu_err) != 0) {
+        set_error("projmt_translator_new: %s", cpu_err);
         return NULL;
     }
     const int compute_type = compute_type_of(o->compute_type ? o->compute_type : "auto");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "core/cpu_check.h"
 #include "nn/gemm.h"
 
 typedef struct {
@@ -32,12 +33,20 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    /* First: a build for newer CPUs must say so, not die of an illegal
+     * instruction inside some kernel. */
+    char cpu_err[400];
+    if (pmt_cpu_check(cpu_err, sizeof cpu_err) != 0) {
+        fprintf(stderr, "projmt: %s\n", cpu_err);
+        return 1;
+    }
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     if (!strcmp(argv[1], "--version")) {
         /* The CPU as every feature check sees it (ONEDNN_MAX_CPU_ISA caps it). */
-        printf("projmt 0.1.0\nCPU: %s (oneDNN %s's effective ISA); bf16 dot products: %s\n%s\n", pmt_cpu_isa_name(),
-               pmt_onednn_version(), pmt_cpu_has_bf16() ? "yes" : "no", pmt_int8_path_name());
+        printf("projmt 0.1.0\nCPU: %s (oneDNN %s's effective ISA); bf16 dot products: %s\n%s\nbuilt for: -march=%s\n",
+               pmt_cpu_isa_name(), pmt_onednn_version(), pmt_cpu_has_bf16() ? "yes" : "no", pmt_int8_path_name(),
+               pmt_cpu_built_march);
         return 0;
     }
     for (int i = 0; i < N_COMMANDS; i++)
