@@ -327,8 +327,9 @@ SUMMARY_KEYS = {
 
 SEED_GROUP_KEYS = {
     "label": "the setup: its first mode's label",
-    "modes": "its modes: the same flags but --seed",
+    "modes": "its modes: the same flags but --seed (and --precision for a seed trained in another one)",
     "seeds": "their seeds, in the same order",
+    "precisions": "their --precision, in the same order, when they differ (else null)",
     "test_bleu": "test BLEU by seed (seeds with a result)",
     "mean": "mean test BLEU over those seeds",
     "spread": "largest minus smallest of them",
@@ -373,11 +374,18 @@ def run_seed(run):
     return int(seeds[-1]) if seeds else None
 
 
-def flags_without_seed(flags):
-    """The flags with every --seed N taken out: what defines a setup."""
+def run_precision(run):
+    """The mode's --precision (the last in its flags), or None: the config's."""
+    flags = run["flags"] or []
+    values = [flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag == "--precision"]
+    return values[-1] if values else None
+
+
+def flags_without(flags, names):
+    """The flags with every `NAME value` of names taken out."""
     out, i = [], 0
     while i < len(flags):
-        if flags[i] == "--seed" and i + 1 < len(flags):
+        if flags[i] in names and i + 1 < len(flags):
             i += 2
             continue
         out.append(flags[i])
@@ -385,14 +393,32 @@ def flags_without_seed(flags):
     return tuple(out)
 
 
+def flags_without_seed(flags):
+    """The flags with every --seed N taken out: what defines a setup."""
+    return flags_without(flags, ("--seed",))
+
+
 def seed_groups(runs):
     """The setups of a study that repeats some with other seeds: modes whose flags
     differ only in --seed, as [{"label": the first mode's label, "runs": [...]}] in
-    order of first appearance; [] when no setup has two seeds."""
+    order of first appearance; [] when no setup has two seeds. A seed trained in
+    another --precision (a machine without native bf16) joins its setup when that
+    seed is not there already; a study that compares precisions at one seed keeps
+    them apart."""
     groups = {}
     for r in runs:
-        groups.setdefault(flags_without_seed(r["flags"] or []), []).append(r)
-    out = [{"label": members[0]["label"], "runs": members} for members in groups.values()]
+        groups.setdefault(flags_without(r["flags"] or [], ("--seed", "--precision")), []).append(r)
+    out = []
+    for members in groups.values():
+        seeds = [run_seed(r) for r in members]
+        if len(set(seeds)) == len(seeds):
+            out.append(members)
+            continue
+        split = {}
+        for r in members:
+            split.setdefault(flags_without_seed(r["flags"] or []), []).append(r)
+        out.extend(split.values())
+    out = [{"label": members[0]["label"], "runs": members} for members in out]
     return out if any(len({run_seed(r) for r in g["runs"]}) > 1 for g in out) else []
 
 
@@ -416,8 +442,10 @@ def seed_rows(runs):
         bleu = group_bleu(g)
         deltas = {seed: bleu[seed] - ref[seed] for seed in bleu if seed in ref}
         values = list(bleu.values())
+        precisions = [run_precision(r) for r in g["runs"]]
         rows.append({"label": g["label"], "modes": [r["label"] for r in g["runs"]],
                      "seeds": [run_seed(r) for r in g["runs"]], "test_bleu": bleu,
+                     "precisions": precisions if len(set(precisions)) > 1 else None,
                      "mean": statistics.mean(values) if values else None,
                      "spread": max(values) - min(values) if values else None,
                      "deltas": deltas, "delta_mean": statistics.mean(deltas.values()) if deltas else None})
@@ -434,13 +462,18 @@ def seeds_section(runs):
              f"| setup | modes | test BLEU by seed | mean | spread | vs {ref}, seed by seed | vs {ref}, mean |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
-        by_seed = ", ".join(f"{r['test_bleu'][s]:.2f} (seed {s})" for s in r["seeds"] if s in r["test_bleu"])
+        precision = dict(zip(r["seeds"], r["precisions"] or []))
+        by_seed = ", ".join(f"{r['test_bleu'][s]:.2f} (seed {s}{', ' + precision[s] if s in precision else ''})"
+                            for s in r["seeds"] if s in r["test_bleu"])
         deltas = ", ".join(f"{r['deltas'][s]:+.2f}" for s in r["seeds"] if s in r["deltas"])
         lines.append(f"| {r['label']} | {', '.join(r['modes'])} | {by_seed or DASH} | {fmt(r['mean'], '.2f')} "
                      f"| {fmt(r['spread'], '.2f')} | {deltas or DASH} | {fmt(r['delta_mean'], '+.2f')} |")
+    mixed = any(r["precisions"] for r in rows)
     lines += ["", "Modes that differ only in `--seed` are one setup (seeds change initialisation, data order "
-              "and dropout). The spread is the largest minus the smallest BLEU over its seeds; the difference "
-              f"to {ref} pairs the runs of the same seed. The front below plots each setup's mean.", ""]
+              "and dropout)" + ("; a seed trained in another `--precision` joins its setup, and its precision "
+                                "is named" if mixed else "") + ". The spread is the largest minus the smallest "
+              f"BLEU over its seeds; the difference to {ref} pairs the runs of the same seed. The front below "
+              "plots each setup's mean.", ""]
     return lines
 
 

@@ -118,6 +118,23 @@ check "seeds: setups grouped, mean, spread, paired difference ($seeds)" \
 check "seeds: the front is over the setups' means" [ "$(sed -n 2p <<<"$seeds")" = "sss:1.000:40.50 pps:0.833:39.75" ]
 check "seeds: the report says the seeds differ" grep -q "^Seeds 1, 2 (" <<<"$(sed -n 3p <<<"$seeds")"
 check "seeds: one seed each, no seed table" [ "$(sed -n 4p <<<"$seeds")" = "0 0" ]
+# A seed trained in another --precision joins its setup and is named; two
+# precisions at one seed (a precision study) stay two setups.
+mixed=$(cd "$scripts" && "$python" -c 'import make_report as m
+def run(label, flags, bleu):
+    return {"label": label, "flags": flags.split(), "bleu_test": {"bleu": {"score": bleu}}}
+b, p = "--precision bf16 --max-steps 100 ", "--attention projection --precision bf16 --max-steps 120 "
+runs = [run("sss", b + "--seed 1", 40.0), run("pps", p + "--seed 1", 39.0),
+        run("sss-seed2", b + "--seed 2", 41.0), run("pps-seed2", p.replace("bf16", "fp32") + "--seed 2", 40.0)]
+print(" ".join("%s=%s:%.2f:%s" % (r["label"], ",".join(r["modes"]), r["mean"], r["precisions"]) for r in m.seed_rows(runs)))
+print([l for l in m.seeds_section(runs) if l.startswith("| pps")][0])
+same = [run("bf16", "--precision bf16 --seed 1", 40.0), run("fp32", "--precision fp32 --seed 1", 40.2),
+        run("bf16-seed2", "--precision bf16 --seed 2", 41.0)]
+print(" ".join("%s=%s" % (r["label"], ",".join(r["modes"])) for r in m.seed_rows(same)))' 2>&1)
+check "seeds: a seed in another precision joins its setup ($mixed)" \
+  [ "$(sed -n 1p <<<"$mixed")" = "sss=sss,sss-seed2:40.50:None pps=pps,pps-seed2:39.50:['bf16', 'fp32']" ]
+check "seeds: ...and the table names its precision" grep -qF "| 39.00 (seed 1, bf16), 40.00 (seed 2, fp32) |" <<<"$(sed -n 2p <<<"$mixed")"
+check "seeds: two precisions at one seed stay two setups" [ "$(sed -n 3p <<<"$mixed")" = "bf16=bf16,bf16-seed2 fp32=fp32" ]
 echo '{"modes": []}' > "$tmp/nobudget.json"
 "$python" "$scripts/plot_front.py" --summary "$tmp/nobudget.json" --out "$tmp/front2" > "$tmp/log" 2>&1
 check "no budgets: plot_front fails" [ $? -ne 0 ]
