@@ -319,11 +319,12 @@ int cmd_bench(int argc, char **argv) {
         peaks.bf16 = pmt_bench_sgemm_peak(pmt_gemm_active(), PMT_PRECISION_BF16, 1, 2048, 7);
     }
     const pmt_gemm_backend active = pmt_gemm_active();
-    const pmt_gemm_backend transposed_a = pmt_gemm_fp32_backend(1);
-    printf("projmt bench: CPU %s (oneDNN's effective ISA), %d threads, matrix products by %s%s%s%s; sgemm peak "
-           "(2048^3, median of 7):", pmt_cpu_isa_name(), threads, pmt_gemm_name(active),
-           transposed_a != active ? " (fp32 weight gradients, A transposed, by " : "",
-           transposed_a != active ? pmt_gemm_name(transposed_a) : "", transposed_a != active ? " on this CPU)" : "");
+    char routed[96] = "";
+    if (pmt_gemm_fp32_backend(1) != active)
+        snprintf(routed, sizeof routed, " (fp32 weight gradients, A transposed, by %s on this CPU)",
+                 pmt_gemm_name(pmt_gemm_fp32_backend(1)));
+    printf("projmt bench: CPU %s (oneDNN's effective ISA), %d threads, matrix products by %s%s; sgemm peak "
+           "(2048^3, median of 7):", pmt_cpu_isa_name(), threads, pmt_gemm_name(active), routed);
     for (int be = 0; be < PMT_GEMM_BACKENDS; be++) {
         if (pmt_gemm_available((pmt_gemm_backend)be))
             printf(" %s %.1f GFLOP/s%s", pmt_gemm_name((pmt_gemm_backend)be), peaks.sgemm[be], be == (int)active ? " (active)" : "");

@@ -109,8 +109,8 @@ void pmt_gemm_bf16_bias(int trans_a, int trans_b, int M, int N, int K, const uin
  * touching thread counts. M, N or K <= 0 does nothing (C untouched). */
 void pmt_sgemm_in_task(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                        const float *B, int ldb, float beta, float *C, int ldc);
-/* The backend of the build (fixed at build time): pmt_sgemm's, and the
- * fp32 peak that `projmt bench` measures the products against. */
+/* The backend of the build (fixed at build time): pmt_sgemm's, but for
+ * the exception of pmt_gemm_fp32_backend. */
 pmt_gemm_backend pmt_gemm_active(void);
 /* The backend an fp32 product of pmt_sgemm / pmt_sgemm_lp runs on: the
  * active one, except that in a oneDNN build on a CPU without AVX-512
