@@ -7,8 +7,8 @@
 # before AVX2: oneDNN's older kernels, the int8 split), AVX2 (no int8 dot
 # products, no AVX-512), AVX-512 without VNNI, with VNNI, with bf16; the
 # uncapped pass of scripts/test.sh is the native ISA (AMX where present).
-# projmt's own kernels are compiled for the build machine (-march=native),
-# so only oneDNN's side is capped.
+# projmt's own kernels are compiled for the build's -DPROJMT_MARCH (native
+# by default), so only oneDNN's side is capped.
 # Prints one line per cap; exits 1 when a pass fails (its log is shown).
 #   bash scripts/isa_matrix.sh BUILD_DIR
 set -euo pipefail
