@@ -38,14 +38,7 @@ for cap in SSE41 AVX AVX2 AVX512_CORE AVX512_CORE_VNNI AVX512_CORE_BF16; do
   fi
   log=$build/isa-$cap.log
   start=$(date +%s)
-  # The finite-difference gradient check stays with AVX2 and newer: its
-  # analytic side is projmt's code, which no cap changes, and its fp32
-  # difference quotients sit at their rounding floor under oneDNN's
-  # pre-AVX2 kernels (0.0202 against its 0.02 bound under the AVX cap on
-  # Zen 3, with the analytic gradient matching the quotient at 4h).
-  exclude=()
-  case $cap in SSE41|AVX) exclude=(-E '^test_model_grad$') ;; esac
-  if ONEDNN_MAX_CPU_ISA=$cap ctest --test-dir "$build" -L 'unit|isa' "${exclude[@]}" --output-on-failure > "$log" 2>&1; then
+  if ONEDNN_MAX_CPU_ISA=$cap ctest --test-dir "$build" -L 'unit|isa' --output-on-failure > "$log" 2>&1; then
     result=passed
   else
     result=FAILED
@@ -53,7 +46,7 @@ for cap in SSE41 AVX AVX2 AVX512_CORE AVX512_CORE_VNNI AVX512_CORE_BF16; do
   fi
   summary=$(grep -E "tests passed" "$log" | tail -1)
   skipped=$(grep -c "(Skipped)" "$log" || true)
-  echo "ISA cap $cap: effective $got, int8 $(int8_path_of "$cap"): $result: $summary, $skipped skipped${exclude[*]:+, test_model_grad left to the newer caps} ($(( $(date +%s) - start )) s)"
+  echo "ISA cap $cap: effective $got, int8 $(int8_path_of "$cap"): $result: $summary, $skipped skipped ($(( $(date +%s) - start )) s)"
   if [ "$result" = FAILED ]; then
     grep -E "Failed|FAIL" "$log" || true
     echo "(full log: $log)"

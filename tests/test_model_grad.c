@@ -10,8 +10,13 @@
  * masks).
  *
  * The forward runs in fp32, so finite differences carry rounding noise of
- * about eps_fp32·|loss|/h; h = 2e-3 with a Richardson step balances it
- * against truncation error. We
+ * about eps_fp32·|loss|/h, and a Richardson step cancels the O(h²)
+ * truncation error. h = 5e-4 is set by the ReLU kinks rather than by the
+ * noise: with dropout, some ReLU inputs of this tiny model sit within 2e-3
+ * of zero, and at h = 2e-3 their quotients were off by 2 % of the RMS
+ * gradient without failing to converge (dec.1.ffn.ln_b at 0.0202 of the
+ * 0.02 bound once oneDNN was capped to AVX). At 5e-4 no element straddles
+ * a kink and the noise floor is 3–7e-3, the worst tensor ~9e-3. We
  * compare per tensor with a norm-wise relative error, which is robust to that
  * noise and to the rare ReLU kink. Some gradients are zero by construction
  * (the key bias b_K: softmax ignores a per-row constant), so each tensor's
@@ -116,7 +121,7 @@ static double check_config_family(const char *label, int kinds[PMT_SITES], int l
     double global2 = 0;
     for (size_t j = 0; j < m.n_params; j++) global2 += (double)analytic[j] * analytic[j];
     const double global_rms = sqrt(global2 / (double)m.n_params);
-    const float h = 2e-3f;
+    const float h = 5e-4f;
     int kinks = 0;
     double worst = 0;
     const char *worst_name = "";
