@@ -57,6 +57,11 @@ check "...and its checkpoint records fp32" \
 check "bench site codes set the sites" \
   [ "$(grep -cE "^(standard/standard/standard|projection/standard/projection|standard/standard/projection) " \
        "$tmp/sites.log")" -eq 3 ]
+# A kernel or learned sigma names the mode only where a site uses projection.
+"$projmt" "${bench[@]}" --precision fp32 --modes sss,pps --kernel epanechnikov --sigma learned > "$tmp/family.log" 2>&1
+check "an all-standard mode carries no kernel name" grep -qE "^standard/standard/standard " "$tmp/family.log"
+check "a projection mode names its kernel and learned sigma" \
+  grep -qE "^projection/projection/standard\+learned-sigma\+epanechnikov\+euclidean " "$tmp/family.log"
 
 # Bad values.
 "$projmt" train "${common[@]}" --precision fp16 --save-dir "$tmp/bad" > "$tmp/bad.log" 2>&1

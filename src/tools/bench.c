@@ -172,13 +172,15 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
             out->final_loss = loss;
         }
     }
-    /* The pooling family's kernel and metric are named when not Sanger's. */
+    /* The pooling family's kernel and metric, and a learned σ, are named when
+     * a site uses projection attention and they are not Sanger's. */
+    const int any_projection = pmt_model_any_projection(cfg);
     char family[64] = "";
-    if (pmt_model_uses_poolattn(cfg))
+    if (any_projection && pmt_model_uses_poolattn(cfg))
         snprintf(family, sizeof family, "+%s+%s", pmt_kernel_name(cfg->proj_kernel), pmt_metric_name(cfg->proj_metric));
     snprintf(out->mode, sizeof out->mode, "%s/%s/%s%s%s", pmt_attention_kind_name(cfg->site_kind[0]),
              pmt_attention_kind_name(cfg->site_kind[1]), pmt_attention_kind_name(cfg->site_kind[2]),
-             cfg->sigma_learned ? "+learned-sigma" : "", family);
+             any_projection && cfg->sigma_learned ? "+learned-sigma" : "", family);
     if (cfg->precision != PMT_PRECISION_FP32)
         snprintf(out->mode + strlen(out->mode), sizeof out->mode - strlen(out->mode), " %s",
                  pmt_precision_name(cfg->precision));
