@@ -270,7 +270,10 @@ def machine():
                                 check=True, cwd=REPO).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
-    return f"{model}, {os.cpu_count()} cores (nproc); projmt commit {commit}"
+    # The repository's commit when the report is written: the binary that
+    # trained may be older (a separate --build), so a study says that one in
+    # its --budget-note or its docs.
+    return f"{model}, {os.cpu_count()} cores (nproc); report written at projmt commit {commit}"
 
 
 def figure_links(study):
