@@ -168,6 +168,12 @@ const char *pmt_attention_kind_name(int kind) {
     return (kind == PMT_ATTN_PROJECTION) ? kind_names[1] : kind_names[0];
 }
 
+int pmt_config_any_projection(const pmt_config *cfg) {
+    for (int s = 0; s < PMT_SITES; s++)
+        if (cfg->site_kind[s] == PMT_ATTN_PROJECTION) return 1;
+    return 0;
+}
+
 /* Keys compare with '-' and '_' treated alike, so flags and INI keys match. */
 static int key_equal(const char *a, const char *b) {
     for (; *a && *b; a++, b++) {
@@ -520,8 +526,7 @@ int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen) {
     REQUIRE(!strcmp(cfg->early_stopping_metric, "loss") || !strcmp(cfg->early_stopping_metric, "accuracy") ||
             !strcmp(cfg->early_stopping_metric, "bleu") || !strcmp(cfg->early_stopping_metric, "chrf"),
             "early_stopping_metric must be loss, accuracy, bleu or chrf (got '%s')", cfg->early_stopping_metric);
-    if (cfg->site_kind[PMT_SITE_ENC_SELF] == PMT_ATTN_PROJECTION || cfg->site_kind[PMT_SITE_DEC_SELF] == PMT_ATTN_PROJECTION ||
-        cfg->site_kind[PMT_SITE_DEC_CROSS] == PMT_ATTN_PROJECTION) {
+    if (pmt_config_any_projection(cfg)) {
         const int flat = cfg->proj_kernel == PMT_KERNEL_BOXCAR || cfg->proj_kernel == PMT_KERNEL_CONSTANT;
         REQUIRE(cfg->sigma_sq >= 0, "sigma_sq must be >= 0 (0: the kernel's default; got %g)", cfg->sigma_sq);
         REQUIRE(cfg->proj_metric != PMT_METRIC_DOT || cfg->proj_kernel == PMT_KERNEL_GAUSSIAN,

@@ -178,6 +178,8 @@ int pmt_config_parse_args(pmt_config *cfg, int argc, char **argv,
                           int *help, int *dump, char *err, size_t errlen);
 
 const char *pmt_attention_kind_name(int kind);
+/* Whether any of the three sites runs projection attention. */
+int pmt_config_any_projection(const pmt_config *cfg);
 /* Names as the config spells them ("epanechnikov", "cosine"). */
 const char *pmt_kernel_name(int kernel);
 const char *pmt_metric_name(int metric);

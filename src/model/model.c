@@ -218,12 +218,6 @@ int pmt_model_uses_poolattn(const pmt_config *cfg) {
     return cfg->proj_kernel != PMT_KERNEL_GAUSSIAN || cfg->proj_metric != PMT_METRIC_EUCLIDEAN;
 }
 
-int pmt_model_any_projection(const pmt_config *cfg) {
-    for (int s = 0; s < PMT_SITES; s++)
-        if (cfg->site_kind[s] == PMT_ATTN_PROJECTION) return 1;
-    return 0;
-}
-
 const pmt_tensor *pmt_model_find_tensor(const pmt_model *m, const char *name) {
     for (int i = 0; i < m->n_tensors; i++)
         if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
@@ -405,7 +399,7 @@ static void carve_activations(arena_builder *ab, pmt_model_activations *A, const
     const int C = cfg->d_model, F = cfg->d_ff, NH = cfg->n_heads;
     const int lowp = training && cfg->precision == PMT_PRECISION_BF16;
     A->log_sigma_fixed = carve(ab, (size_t)NH);
-    const int any_projection = pmt_model_any_projection(cfg);
+    const int any_projection = pmt_config_any_projection(cfg);
     A->pool_scratch_floats = any_projection && pmt_model_uses_poolattn(cfg)
                                  ? poolattn_scratch_bound((int)rows, max_len, C, NH) : 0;
     A->pool_scratch = A->pool_scratch_floats ? carve(ab, A->pool_scratch_floats) : NULL;

@@ -154,8 +154,6 @@ float pmt_model_fixed_log_sigma(const pmt_config *cfg);
 /* Whether the projection sites run the pooling family (nn/ops.h poolattn_*)
  * rather than Sanger's gaussian/euclidean projattn_*. */
 int pmt_model_uses_poolattn(const pmt_config *cfg);
-/* Whether any of the three sites runs projection attention. */
-int pmt_model_any_projection(const pmt_config *cfg);
 
 /* Teacher-forced forward pass with label-smoothed loss. train = 1 applies
  * dropout with masks drawn from dropout_seed (repeatable). Fills *stats;

@@ -174,7 +174,7 @@ int pmt_bench_train(const pmt_config *cfg, const pmt_corpus *corpus, int V, int 
     }
     /* The pooling family's kernel and metric, and a learned σ, are named when
      * a site uses projection attention and they are not Sanger's. */
-    const int any_projection = pmt_model_any_projection(cfg);
+    const int any_projection = pmt_config_any_projection(cfg);
     char family[64] = "";
     if (any_projection && pmt_model_uses_poolattn(cfg))
         snprintf(family, sizeof family, "+%s+%s", pmt_kernel_name(cfg->proj_kernel), pmt_metric_name(cfg->proj_metric));
