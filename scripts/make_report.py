@@ -162,7 +162,23 @@ def summarize_run(study, label):
     flags = read_lines(os.path.join(folder, "flags.txt"))
     run["flags"] = shlex.split(flags[0]) if flags else []
     run["hyps"] = read_lines(os.path.join(folder, "ckpt", "test.hyp"))
+    run["commits"] = training_commits(read_lines(os.path.join(folder, "train.log")))
     return run
+
+
+TRAINED_BY = re.compile(r"^projmt \S+ \(commit (\S+)\), built for")
+
+
+def training_commits(log_lines):
+    """The commits of the binaries that trained a run, in the order they ran
+    (train prints one line per session; a resumed run may change binary).
+    Empty for a log from before train printed it."""
+    commits = []
+    for line in log_lines:
+        m = TRAINED_BY.match(line)
+        if m and m.group(1) not in commits:
+            commits.append(m.group(1))
+    return commits
 
 
 def attach_bench(runs, bench):
@@ -258,7 +274,7 @@ def bleu_scope(n_test, flores):
     return f"BLEU/chrF on {n_test} test sentences (beam search); FLORES dev: {where}."
 
 
-def machine():
+def machine(runs):
     model = "unknown CPU"
     try:
         with open("/proc/cpuinfo") as f:
@@ -270,10 +286,14 @@ def machine():
                                 check=True, cwd=REPO).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         commit = "unknown"
-    # The repository's commit when the report is written: the binary that
-    # trained may be older (a separate --build), so a study says that one in
-    # its --budget-note or its docs.
-    return f"{model}, {os.cpu_count()} cores (nproc); report written at projmt commit {commit}"
+    # The binaries that trained, from train.log; the repository's commit when
+    # the report is written may be newer (a study built in a separate --build).
+    trained = []
+    for r in runs:
+        trained += [c for c in r.get("commits", []) if c not in trained]
+    by = (f"trained by projmt commit{'s' if len(trained) > 1 else ''} {', '.join(trained)}; " if trained
+          else "the training binary's commit is not in its train.log; ")
+    return f"{model}, {os.cpu_count()} cores (nproc); {by}report written at projmt commit {commit}"
 
 
 def figure_links(study):
@@ -609,7 +629,7 @@ def summary(runs, args):
                   ({"max_steps_per_mode": mode_step_budgets(runs)} if mode_step_budgets(runs) else {}),
         "budget_note": args.budget_note or None,
         "reference_mode": ref["label"],
-        "machine": machine(),
+        "machine": machine(runs),
         "keys": SUMMARY_KEYS,
         "modes": modes,
         "seed_group_keys": SEED_GROUP_KEYS,
@@ -648,7 +668,7 @@ def main():
            "Not committed: the attention pictures and the sample translations, which show test-split sentences "
            "(the data stay out of the repository); they are in `local.md` next to this report where the study ran.",
            "",
-           "## Machine and command", "", f"- Machine: {machine()}", f"- Command: `{repo_relative_text(args.command)}`",
+           "## Machine and command", "", f"- Machine: {machine(runs)}", f"- Command: `{repo_relative_text(args.command)}`",
            "- The same numbers for programs: `summary.json` (keys explained in its `keys`).", ""]
     local = [f"# Attention study: {os.path.basename(os.path.normpath(args.study))}: what quotes the test split", "",
              "Kept out of the repository (`.gitignore`): the test split is data. The numbers are in `report.md`.", "",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh — the README's test command: set up, build, run every test, the unit
 # and int8/bf16/export script tests again under each ONEDNN_MAX_CPU_ISA cap
-# the CPU can emulate (scripts/isa_matrix.sh), the unit
+# the CPU can emulate (scripts/isa_matrix.sh), the same with projmt's own
+# kernels built for x86-64-v2 (build-v2/), the unit
 # tests again with the OpenBLAS matrix-product backend (build-openblas/), then the
 # unit and script tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 # (the script tests drive the ASan-built projmt). Open MPI's plugins leak at
@@ -26,6 +27,15 @@ ctest --test-dir build --output-on-failure
 # under each older instruction set oneDNN can be capped to on this CPU.
 echo "== ISA matrix (ONEDNN_MAX_CPU_ISA caps) =="
 bash scripts/isa_matrix.sh build
+
+# The oldest CPU a portable package runs on (x86-64-v2: SSE4.2, no AVX):
+# projmt's own kernels compiled for it (build-v2/), oneDNN capped to SSE4.1,
+# the unit tests and the int8/bf16/export script tests, so the whole program
+# runs as it would there. The portable .deb itself is test_install's.
+echo "== x86-64-v2 build (-DPROJMT_MARCH=x86-64-v2), oneDNN capped to SSE41 =="
+cmake -B build-v2 -S . -DCMAKE_BUILD_TYPE=Release -DPROJMT_MARCH=x86-64-v2 >/dev/null
+cmake --build build-v2 -j"$jobs"
+ONEDNN_MAX_CPU_ISA=SSE41 ctest --test-dir build-v2 --output-on-failure -L 'unit|isa'
 
 # The other matrix-product backend (the default is oneDNN when installed):
 # the unit tests, which hold the finite-difference, PyTorch-reference and

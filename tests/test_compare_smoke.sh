@@ -69,6 +69,12 @@ for mode in "${modes[@]}"; do
   check "report shows $mode's $params parameters" grep -q "^| $mode | .* | $params |" "$report"
 done
 check "custom mode got its flags" grep -q -- "--d-model 32" "$study/wide/flags.txt"
+# The report names the binary that trained (train.log's first line), not
+# only the repository's commit when it was written.
+commit=$("$projmt" --version | sed -n '1s/^projmt [^ ]* (commit \([^)]*\))$/\1/p')
+check "projmt --version names a commit ($commit)" test -n "$commit"
+check "train.log records the training binary's commit" grep -qF "(commit $commit), built for -march=" "$study/standard/train.log"
+check "report.md says which commit trained" grep -qF "trained by projmt commit $commit; report written at projmt commit" "$report"
 # Logs and evaluation files as committed name no folder of this machine:
 # the study ran with absolute --root, --build, --config and --data-dir.
 check "the study's logs and evaluation files name no absolute path" \

@@ -7,7 +7,9 @@
 # suite (python/tests) run on the installed library; the .deb
 # (`--target package`) declares its dependencies, holds the program, the
 # library, the header, the .pc file and the shipped model with its card, and
-# translates from a `dpkg-deb -x` folder.
+# translates from a `dpkg-deb -x` folder. Then the portable .deb
+# (-DPROJMT_PORTABLE=ON): its engine at three instruction-set levels, the
+# loader's choice of them on this CPU, the base one forced, each translating.
 # SKIPPED in a sanitizer build (python3 cannot load an ASan-built library
 # without LD_PRELOAD; test_api covers the API under ASan) and without the
 # shipped model.
@@ -103,5 +105,79 @@ if [ -n "$deb" ]; then
   echo "$sentence" | LD_LIBRARY_PATH=$deblib "$tmp/deb/usr/bin/projmt" translate \
       --model "$tmp/deb/usr/share/projmt/models/en-es.int8.pmt" > "$tmp/deb.out" 2> /dev/null
   check "the packaged program translates with the packaged model" test "$(cat "$tmp/deb.out")" = "$want"
+fi
+
+# The portable package (-DPROJMT_PORTABLE=ON): one .deb for every x86-64
+# CPU. Its engine is built for x86-64-v2 and again for v3 and v4 in
+# glibc-hwcaps/ folders, and the loader picks the highest level this CPU
+# runs; `ld.so --glibc-hwcaps-mask x86-64-v2` makes it take the base, so
+# this one machine runs the code an older CPU would.
+ldso=/lib64/ld-linux-x86-64.so.2
+if [ "$(uname -m)" != x86_64 ] || [ ! -x "$ldso" ] || ! "$ldso" --help 2> /dev/null | grep -q '^  x86-64-v2 (supported'; then
+  echo "NOTE: portable package not checked (needs x86-64 with glibc-hwcaps, glibc 2.33 or later)"
+  finish
+fi
+pbuild=$tmp/portable-build
+cmake -S "$src" -B "$pbuild" -DCMAKE_BUILD_TYPE=Release -DPROJMT_PORTABLE=ON -DBUILD_TESTING=OFF \
+    > "$tmp/portable-cmake.log" 2>&1 &&
+  cmake --build "$pbuild" -j"$(nproc 2> /dev/null || echo 2)" --target package > "$tmp/portable-build.log" 2>&1
+status=$?
+check "the portable package builds ($(tail -n 1 "$tmp/portable-build.log"))" test "$status" -eq 0
+pdeb=$(ls "$pbuild"/projmt_*_amd64.deb 2> /dev/null | head -n 1)
+check "the portable projmt_<version>_amd64.deb exists" test -n "$pdeb"
+[ -n "$pdeb" ] || finish
+dpkg-deb -x "$pdeb" "$tmp/pdeb"
+pbin=$tmp/pdeb/usr/bin/projmt
+plib=$(dirname "$(find "$tmp/pdeb" -name libprojmt.so.0 | head -n 1)")
+engine=libprojmt-engine.so.$(sed -n 's/^project(projmt VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+for f in "$engine" "glibc-hwcaps/x86-64-v3/$engine" "glibc-hwcaps/x86-64-v4/$engine"; do
+  check "the portable .deb holds projmt/$f" test -e "$plib/projmt/$f"
+done
+# What each file's code uses: projmt's own code in the program, the library
+# and the base engine is SSE-only; the only wider vector instructions of the
+# base are gemm.c's bf16 converters (*_native), compiled with a target
+# attribute and called only on a CPU with avx512_bf16.
+vector_functions() {
+  objdump -d --no-show-raw-insn "$1" | awk -v reg="$2" '/^[0-9a-f]+ <.*>:$/ {fn = $2} $0 ~ reg {print fn}' | sort -u
+}
+check "the portable program uses no AVX registers" test -z "$(vector_functions "$pbin" '%[yz]mm')"
+check "the portable libprojmt.so uses no AVX registers" test -z "$(vector_functions "$plib/libprojmt.so.0" '%[yz]mm')"
+others=$(vector_functions "$plib/projmt/$engine" '%[yz]mm' | grep -v '_native')
+check "the x86-64-v2 engine uses AVX registers only in the bf16 converters (others: $(head -n 4 <<< "$others" | tr '\n' ' '))" \
+    test -z "$others"
+check "the x86-64-v3 engine has AVX code" test -n "$(vector_functions "$plib/projmt/glibc-hwcaps/x86-64-v3/$engine" '%ymm')"
+check "the x86-64-v4 engine has AVX-512 code beyond the converters" \
+    test -n "$(vector_functions "$plib/projmt/glibc-hwcaps/x86-64-v4/$engine" '%zmm' | grep -v '_native')"
+
+# Which engine the loader takes: the highest level ld.so calls supported.
+best=x86-64-v2
+for level in x86-64-v3 x86-64-v4; do
+  "$ldso" --help | grep -q "^  $level (supported" && best=$level
+done
+"$pbin" --version > "$tmp/pver.out" 2>&1
+check "the portable program runs the $best engine on this CPU ($(grep 'built for' "$tmp/pver.out"))" \
+    grep -q "^built for: -march=$best " "$tmp/pver.out"
+"$ldso" --glibc-hwcaps-mask x86-64-v2 "$pbin" --version > "$tmp/pver2.out" 2>&1
+check "masked to x86-64-v2, it runs the base engine" grep -q "^built for: -march=x86-64-v2 " "$tmp/pver2.out"
+pmodel=$tmp/pdeb/usr/share/projmt/models/en-es.int8.pmt
+for mask in "" x86-64-v2; do
+  if [ -n "$mask" ]; then run=("$ldso" --glibc-hwcaps-mask "$mask" "$pbin"); else run=("$pbin"); fi
+  echo "$sentence" | "${run[@]}" translate --model "$pmodel" > "$tmp/pdeb.out" 2> "$tmp/pdeb.err"
+  check "the portable program translates${mask:+ on its $mask engine} ($(head -c 200 "$tmp/pdeb.err"))" \
+      test "$(cat "$tmp/pdeb.out")" = "$want"
+done
+# The library's users get the same choice: the Python package over the
+# packaged libprojmt, which finds its engine through RUNPATH.
+PYTHONPATH=$tmp/pdeb/usr/lib/python3/dist-packages PROJMT_LIBRARY=$plib/libprojmt.so.0 \
+    "$py" "$src/examples/translate.py" "$pmodel" "$sentence" > "$tmp/ppy.out" 2> "$tmp/ppy.err"
+check "the Python example translates with the portable library ($(head -c 200 "$tmp/ppy.err"))" \
+    test "$(cat "$tmp/ppy.out")" = "$want"
+# An engine too new for the CPU, forced on the loader, is refused with a
+# message, not an illegal instruction.
+if [ "$best" != x86-64-v4 ]; then
+  "$ldso" --glibc-hwcaps-prepend x86-64-v4 "$pbin" --version > /dev/null 2> "$tmp/pforce.err"
+  status=$?
+  check "a forced x86-64-v4 engine on this CPU exits 1 (status $status)" test "$status" -eq 1
+  check "... naming what the CPU lacks ($(head -c 160 "$tmp/pforce.err"))" grep -q "lacks avx512f" "$tmp/pforce.err"
 fi
 finish

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/build_info.h"
 #include "core/config.h"
 #include "core/cpu_check.h"
 #include "core/threads.h"
@@ -46,7 +47,7 @@ static void set_error(const char *fmt, ...) {
     va_end(ap);
 }
 
-const char *projmt_version(void) { return "0.1.0"; }
+const char *projmt_version(void) { return pmt_build_version; }
 int projmt_api_version(void) { return PROJMT_API_VERSION; }
 const char *projmt_last_error(void) { return last_error; }
 const char *projmt_cpu_isa(void) { return pmt_cpu_isa_name(); }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "core/build_info.h"
 #include "core/cpu_check.h"
 #include "nn/gemm.h"
 
@@ -44,9 +45,10 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     if (!strcmp(argv[1], "--version")) {
         /* The CPU as every feature check sees it (ONEDNN_MAX_CPU_ISA caps it). */
-        printf("projmt 0.1.0\nCPU: %s (oneDNN %s's effective ISA); bf16 dot products: %s\n%s\nbuilt for: -march=%s\n",
-               pmt_cpu_isa_name(), pmt_onednn_version(), pmt_cpu_has_bf16() ? "yes" : "no", pmt_int8_path_name(),
-               pmt_cpu_built_march);
+        printf("projmt %s (commit %s)\nCPU: %s (oneDNN %s's effective ISA); bf16 dot products: %s\n%s\n"
+               "built for: -march=%s\n",
+               pmt_build_version, pmt_build_commit, pmt_cpu_isa_name(), pmt_onednn_version(),
+               pmt_cpu_has_bf16() ? "yes" : "no", pmt_int8_path_name(), pmt_cpu_built_march);
         return 0;
     }
     for (int i = 0; i < N_COMMANDS; i++)

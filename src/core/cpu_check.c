@@ -62,6 +62,14 @@ int pmt_cpu_lacks(const pmt_cpu_features *need, char *err, size_t errlen) {
 int pmt_cpu_check(char *err, size_t errlen) {
     char missing[160];
     if (pmt_cpu_lacks(&pmt_cpu_built_for, missing, sizeof missing) == 0) return 0;
+    if (pmt_cpu_built_portable) {
+        snprintf(err, errlen,
+                 "this CPU lacks %s, which the loaded engine (-march=%s) uses: the loader was made to load it "
+                 "(LD_LIBRARY_PATH, ld.so --glibc-hwcaps-prepend), or the CPU is below the package's x86-64-v2 "
+                 "base; drop that setting, or build projmt on this machine (cmake -DPROJMT_MARCH=native)",
+                 missing, pmt_cpu_built_march);
+        return -1;
+    }
     snprintf(err, errlen,
              "this projmt was compiled for other CPUs (-march=%s) and this CPU lacks %s; build it on this machine "
              "(cmake -DPROJMT_MARCH=native, the default) or use a build made with -DPROJMT_MARCH=x86-64-v2",

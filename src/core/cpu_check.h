@@ -31,6 +31,11 @@ typedef struct pmt_cpu_features {
  * -march it was given. */
 extern const pmt_cpu_features pmt_cpu_built_for;
 extern const char pmt_cpu_built_march[];
+/* 1 in a portable build's engine (CMake's PROJMT_PORTABLE), of which the
+ * loader normally picks a level the CPU runs: then only a forced load
+ * (LD_LIBRARY_PATH, ld.so --glibc-hwcaps-prepend) or a CPU below the
+ * x86-64-v2 base gets here, and the way out differs. */
+extern const int pmt_cpu_built_portable;
 
 /* 0 when the CPU has every feature of *need; else -1 with err naming the
  * missing ones. */

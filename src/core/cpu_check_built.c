@@ -95,3 +95,9 @@ const pmt_cpu_features pmt_cpu_built_for = {0};
 #endif
 
 const char pmt_cpu_built_march[] = PROJMT_MARCH_NAME;
+
+#ifdef PROJMT_PORTABLE_ENGINE
+const int pmt_cpu_built_portable = 1;
+#else
+const int pmt_cpu_built_portable = 0;
+#endif

@@ -20,6 +20,8 @@
 #include "model/checkpoint.h"
 #include "nn/gemm.h"
 #include "train/dist.h"
+#include "core/build_info.h"
+#include "core/cpu_check.h"
 #include "core/path.h"
 #include "core/rng.h"
 #include "core/signals.h"
@@ -73,11 +75,15 @@ static void format_count(size_t n, char *buf, size_t len) {
     buf[j] = '\0';
 }
 
-/* The chosen model's size, and that of every standard/projection combination
+/* The binary and the CPU, the chosen model's size, and that of every standard/projection combination
  * of the three attention sites, so the cost of each choice is visible. */
-static void print_param_counts(trainer *t) {
+static void print_build_and_model(trainer *t) {
     pmt_trainlog *l = &t->log;
     char n[32];
+    /* First, which binary trains (a resumed run may continue with another):
+     * scripts/make_report.py reads this line. */
+    pmt_progress_message(l, "projmt %s (commit %s), built for -march=%s; CPU %s (oneDNN's effective ISA)",
+                         pmt_build_version, pmt_build_commit, pmt_cpu_built_march, pmt_cpu_isa_name());
     format_count(t->model.n_params, n, sizeof n);
     pmt_progress_message(l, "model: %s parameters (d_model %d, %d+%d layers, vocab %d; attention enc-self %s, "
                          "dec-self %s, dec-cross %s)", n, t->cfg.d_model, t->cfg.enc_layers, t->cfg.dec_layers,
@@ -726,7 +732,7 @@ static int setup(trainer *t, char *err, size_t errlen) {
         snprintf(err, errlen, "out of memory for the moving average (--ema) of %zu parameters", t->model.n_params);
         return -1;
     }
-    print_param_counts(t);
+    print_build_and_model(t);
     if (root && resume_or_init(t, err, errlen) != 0) return -1;
     share_start(t);
     int64_t keep = (t->opt->fresh || t->st.step == 0) ? -1 : t->st.step;
