@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh — installs what projmt needs on Debian 12 (idempotent; fast when all is present).
 #   bash scripts/setup.sh           build + run dependencies
-#   bash scripts/setup.sh --all     also what the tests and the study use: MPI, matplotlib, pytest,
+#   bash scripts/setup.sh --all     also what the tests and the study use: MPI, matplotlib, pytest, pip,
 #                                   curl and Chromium (the `projmt serve` tests),
 #                                   sacreBLEU's Python dependencies (the cross-check test
 #                                   loads ../shared/tools/sacrebleu through PYTHONPATH),
@@ -15,7 +15,7 @@ required=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-de
           libsentencepiece-dev sentencepiece libinih-dev libedit-dev libmicrohttpd-dev libjansson-dev)
 fuzz=(clang-14 libclang-rt-14-dev libomp-14-dev)
 sacrebleu_deps=(python3-regex python3-tabulate python3-portalocker python3-colorama python3-lxml)
-optional=(libopenmpi-dev openmpi-bin python3-numpy python3-matplotlib python3-pytest curl chromium "${sacrebleu_deps[@]}" "${fuzz[@]}")
+optional=(libopenmpi-dev openmpi-bin python3-numpy python3-matplotlib python3-pytest python3-pip python3-setuptools curl chromium "${sacrebleu_deps[@]}" "${fuzz[@]}")
 
 want=("${required[@]}")
 case "${1:-}" in

@@ -4,7 +4,8 @@
 # projmt_* symbols exported), the header, projmt.pc and the CMake package;
 # the C example builds with `pkg-config --cflags --libs projmt` and with
 # find_package(projmt), and translates; the Python example and the pytest
-# suite (python/tests) run on the installed library; the .deb
+# suite (python/tests) run on the installed library; `pip install python/`
+# works offline and translates; the .deb
 # (`--target package`) declares its dependencies, holds the program, the
 # library, the header, the .pc file and the shipped model with its card, and
 # translates from a `dpkg-deb -x` folder. Then the portable .deb
@@ -84,6 +85,28 @@ if "$py" -c "import pytest" 2> /dev/null; then
   check "pytest python/tests passes ($(tail -n 1 "$tmp/pytest.log"))" test "$rc" -eq 0
 else
   fail "pytest is not installed (scripts/setup.sh --all installs python3-pytest)"
+fi
+
+# The binding as a pip package (python/pyproject.toml), from a copy of
+# python/ (pip builds in the folder it is given), offline, with Debian's
+# setuptools: it installs, imports, translates, and carries the C library's
+# version.
+if "$py" -c "import setuptools" 2> /dev/null && "$py" -m pip --version > /dev/null 2>&1; then
+  cp -r "$src/python" "$tmp/python-src"
+  rm -rf "$tmp/python-src/tests"
+  "$py" -m pip install --quiet --no-index --no-build-isolation --no-deps --target "$tmp/pip" "$tmp/python-src" \
+      > "$tmp/pip.log" 2>&1
+  status=$?
+  check "pip installs python/ ($(tail -n 1 "$tmp/pip.log"))" test "$status" -eq 0
+  check "... the package and its metadata" test -e "$tmp/pip/projmt/__init__.py" -a -n "$(ls -d "$tmp"/pip/projmt-*.dist-info 2> /dev/null)"
+  PYTHONPATH=$tmp/pip PROJMT_LIBRARY=$libdir/libprojmt.so.0 "$py" "$src/examples/translate.py" "$model" "$sentence" \
+      > "$tmp/pip.out" 2> "$tmp/pip.err"
+  check "the pip-installed package translates ($(head -c 200 "$tmp/pip.err"))" test "$(cat "$tmp/pip.out")" = "$want"
+  pip_version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$src/python/pyproject.toml")
+  lib_version=$(PYTHONPATH=$tmp/pip PROJMT_LIBRARY=$libdir/libprojmt.so.0 "$py" -c "import projmt; print(projmt.version())")
+  check "pyproject.toml's version $pip_version is the library's ($lib_version)" test "$pip_version" = "$lib_version"
+else
+  fail "pip or setuptools is not installed for $py (scripts/setup.sh --all installs python3-pip, python3-setuptools)"
 fi
 
 # The Debian package.
