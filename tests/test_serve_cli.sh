@@ -186,9 +186,35 @@ check "every /translate response is in the latency histogram" \
     test "$(metric projmt_request_duration_seconds_count)" = "$translate_requests"
 check "batch sizes add up to the sentences" test "$(metric projmt_batch_size_sum)" = "$(metric projmt_sentences_total)"
 check "sentences counted (every line of the 200s above)" test "$(metric projmt_sentences_total)" = 28
+# ---- sentence splitting (after the counts above) ----
+# A text is cut into sentences, as `projmt translate --split-sentences`
+# cuts a line: the same joined translation, lines kept apart by '\n'.
+printf 'The cat sleeps. She reads a book?\nI like green tea.\n' > "$TMP/para.txt"
+"$PROJMT" translate --model "$MODEL" --threads 1 --split-sentences -i "$TMP/para.txt" -o "$TMP/para_split.txt" 2> /dev/null
+printf 'The cat sleeps.\nShe reads a book?\nI like green tea.\n' > "$TMP/para_one.txt"
+"$PROJMT" translate --model "$MODEL" --threads 1 -i "$TMP/para_one.txt" -o "$TMP/para_one_out.txt" 2> /dev/null
+check "translate --split-sentences = its sentences translated alone, joined by a space" \
+    test "$(sed -n 1p "$TMP/para_split.txt")" = "$(sed -n 1p "$TMP/para_one_out.txt") $(sed -n 2p "$TMP/para_one_out.txt")"
+req POST /translate "${JSON[@]}" -d '{"q": "The cat sleeps. She reads a book?\nI like green tea.", "source": "en", "target": "es"}'
+check "a paragraph: 200" test "$CODE" = 200
+check "a paragraph: sentence by sentence, = translate --split-sentences" \
+    test "$(jget "$TMP/body" "d['translatedText']")" = "$(cat "$TMP/para_split.txt")"
+# The character limit is per sentence: three sentences of under 50 in a
+# line of 66 pass; the sentence limit counts them (4 here).
+req POST /translate "${JSON[@]}" -d '{"q": "The cat sleeps in the sun. She reads a good book. I like tea.", "source": "en", "target": "es"}'
+check "a line over --max-chars made of shorter sentences: 200" test "$CODE" = 200
+expect_error 400 "sentences" POST /translate "${JSON[@]}" -d '{"q": "A b. C d. E f.\nG h. I j.", "source": "en", "target": "es"}'
 serve_stop
 check "SIGTERM: exit 0" test $? -eq 0
 check "SIGTERM: stopped message" grep -q "projmt serve: stopped" "$TMP/main.err"
+
+# ---- --split-sentences 0: a line is one sentence ----
+serve_start nosplit --split-sentences 0 || { echo "FAIL: the server with --split-sentences 0 did not start"; exit 1; }
+printf 'The cat sleeps. She reads a book?\n' > "$TMP/para_line.txt"
+"$PROJMT" translate --model "$MODEL" --threads 1 -i "$TMP/para_line.txt" -o "$TMP/para_line_out.txt" 2> /dev/null
+req POST /translate "${JSON[@]}" -d '{"q": "The cat sleeps. She reads a book?", "source": "en", "target": "es"}'
+check "--split-sentences 0: the line whole, = translate" test "$(jget "$TMP/body" "d['translatedText']")" = "$(cat "$TMP/para_line_out.txt")"
+serve_stop
 
 # ---- API key ----
 serve_start key --api-key s3cret-key || { echo "FAIL: the keyed server did not start"; exit 1; }

@@ -52,7 +52,9 @@ os.kill(pid, signal.SIGTERM)
 for _ in range(600):      # until the listener is closed: the stop has begun
     try:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
-    except ConnectionRefusedError:
+    except (ConnectionRefusedError, ConnectionResetError):
+        # Reset: this connection sat in the accept queue when the listener
+        # closed (seen in CI at 1d94f62); closed all the same.
         break
     time.sleep(0.1)
 else:

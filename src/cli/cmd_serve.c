@@ -116,6 +116,7 @@ int cmd_serve(int argc, char **argv) {
         .limits = {.max_beam = cfg.max_beam,
                    .max_sentences = cfg.max_sentences,
                    .max_chars = cfg.max_chars,
+                   .split_sentences = cfg.split_sentences,
                    .max_body = (size_t)cfg.max_body,
                    .default_beam = cfg.beam_size},
     };

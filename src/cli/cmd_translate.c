@@ -47,7 +47,15 @@ enum { BATCH_CAP = 64 };
 typedef struct output_mode {
     int nbest;      /* Moses n-best lines */
     int scores;     /* append the score to the best translation */
+    int split;      /* --split-sentences: each line cut into sentences, translated, joined */
 } output_mode;
+
+/* The translator call of a batch, with or without sentence splitting. */
+static int translate_lines(pmt_translator *t, int split, const char *const *lines, int n, pmt_translation *out,
+                           char *err, size_t errlen) {
+    return split ? pmt_translator_translate_sentences(t, lines, n, out, err, errlen)
+                 : pmt_translator_translate(t, lines, n, out, err, errlen);
+}
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -61,7 +69,10 @@ static void usage(FILE *out) {
             "                     the input (default %d; a lone line is never held back)\n"
             "  --beam N           beam size (same as --beam-size; 1 = greedy)\n"
             "  --n-best N         print N hypotheses per line as 'id ||| hypothesis ||| score'\n"
-            "  --scores           append ' ||| score' (log-prob / length^normalize)\n\n",
+            "  --scores           append ' ||| score' (log-prob / length^normalize)\n"
+            "  --split-sentences  cut each line into sentences, translate them together and join\n"
+            "                     them with a space (for paragraphs: the models learn from one or\n"
+            "                     two sentences a line; a joined score is the sentences' sum)\n\n",
             BATCH_CAP);
     pmt_config_print_help(out, "translate");
 }
@@ -278,7 +289,7 @@ static int run_stream(pmt_translator *t, int fd, FILE *out, int batch, output_mo
             clean_line(r.buf + off[i], len[i]);
             lines[i] = r.buf + off[i];
         }
-        if (pmt_translator_translate(t, lines, n, res, err, sizeof err) != 0) {
+        if (translate_lines(t, mode.split, lines, n, res, err, sizeof err) != 0) {
             fprintf(stderr, "projmt translate: %s\n", err);
             status = 1;
             break;
@@ -339,7 +350,7 @@ static int prompt_command(pmt_translator *t, const char *cmd) {
     return 0;
 }
 
-static int run_prompt(pmt_translator *t) {
+static int run_prompt(pmt_translator *t, int split) {
     char err[512];
     printf("projmt translate — English to Spanish (:help for commands)\n");
     using_history();
@@ -355,7 +366,7 @@ static int run_prompt(pmt_translator *t) {
             pmt_translation r;
             const char *one = line;
             double start = pmt_now_seconds();
-            if (pmt_translator_translate(t, &one, 1, &r, err, sizeof err) != 0) {
+            if (translate_lines(t, split, &one, 1, &r, err, sizeof err) != 0) {
                 printf("error: %s\n", err);
             } else {
                 for (int k = 0; k < r.n; k++) {
@@ -381,8 +392,8 @@ static void print_summary(const pmt_translator *t) {
 }
 
 int cmd_translate(int argc, char **argv) {
-    static const char *const extra[] = {"i=", "o=", "batch=", "beam=", "scores", NULL};
-    const char *val[6];
+    static const char *const extra[] = {"i=", "o=", "batch=", "beam=", "scores", "split-sentences", NULL};
+    const char *val[7];
     pmt_config cfg;
     char err[512];
     int dump = 0;
@@ -431,13 +442,13 @@ int cmd_translate(int argc, char **argv) {
         if (in != STDIN_FILENO) close(in);
         return 1;
     }
-    output_mode mode = {cfg.n_best > 1, val[4] != NULL};
+    output_mode mode = {cfg.n_best > 1, val[4] != NULL, val[5] != NULL};
     progress prog = {0};
     if (val[0] && isatty(STDERR_FILENO) && (prog.total = count_lines(val[0])) >= 0) {
         prog.on = 1;
         prog.start = pmt_now_seconds();
     }
-    int status = interactive ? run_prompt(&t) : run_stream(&t, in, out, batch, mode, &prog);
+    int status = interactive ? run_prompt(&t, mode.split) : run_stream(&t, in, out, batch, mode, &prog);
     print_summary(&t);
     cmd_note_fallbacks("translate");
     pmt_translator_free(&t);

@@ -130,7 +130,8 @@ typedef struct pmt_config {
     int max_wait_ms;                /* wait for a batch to fill */
     int max_beam;                   /* largest beam_size a request may ask for */
     int max_sentences;              /* lines per request */
-    int max_chars;                  /* characters per line */
+    int max_chars;                  /* characters per sentence */
+    int split_sentences;            /* serve: texts cut into sentences (translate/segment.h) */
     int max_body;                   /* bytes per request body */
     int timeout;                    /* idle seconds before a connection is closed */
     int max_connections;            /* concurrent connections */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/utf8.h"
+#include "translate/segment.h"
 
 /* Ends well-formed UTF-8 text cut short at its last whole character. */
 static void end_at_character(char *text) {
@@ -89,31 +90,58 @@ static size_t code_points(const char *s, size_t n) {
     return count;
 }
 
-/* Splits text (valid UTF-8) at '\n' into req->lines (a trailing '\r' is
- * dropped). 0, or 400 with err. */
+/* Appends sentence s[0..len) to req->lines, joined after what precedes it
+ * by joiner. 0, or 400 / 500 with err. */
+static int add_sentence(pmt_serve_request *req, const char *s, size_t len, char joiner, int cap,
+                        const pmt_serve_limits *lim, char *err, size_t errlen) {
+    if (req->n_lines >= cap) {
+        snprintf(err, errlen, "Invalid request: more than %d sentences in one request", lim->max_sentences);
+        return 400;
+    }
+    size_t chars = code_points(s, len);
+    if (chars > (size_t)lim->max_chars) {
+        snprintf(err, errlen, "Invalid request: a sentence of %zu characters exceeds the limit of %d", chars,
+                 lim->max_chars);
+        return 400;
+    }
+    char *line = strndup(s, len);
+    if (!line) {
+        snprintf(err, errlen, "out of memory");
+        return 500;
+    }
+    req->joiner[req->n_lines] = joiner;
+    req->lines[req->n_lines++] = line;
+    return 0;
+}
+
+/* Splits text (valid UTF-8) at '\n' into lines (a trailing '\r' is
+ * dropped) and, with lim->split_sentences, each line into its sentences,
+ * appended to req->lines. 0, or 400 / 500 with err. */
 static int add_lines(pmt_serve_request *req, const char *text, int cap, const pmt_serve_limits *lim, char *err,
                      size_t errlen) {
-    for (const char *p = text;;) {
+    char joiner = '\0';
+    for (const char *p = text;; joiner = '\n') {
         const char *nl = strchr(p, '\n');
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
         if (len > 0 && p[len - 1] == '\r') len--;
-        if (req->n_lines >= cap) {
-            snprintf(err, errlen, "Invalid request: more than %d sentences (lines) in one request",
-                     lim->max_sentences);
-            return 400;
+        const int count = lim->split_sentences ? pmt_sentence_split(p, len, NULL, 0) : 0;
+        int status = 0;
+        if (count <= 1) {
+            /* One sentence, or none: the line as it is (a blank line stays). */
+            status = add_sentence(req, p, len, joiner, cap, lim, err, errlen);
+        } else {
+            pmt_span *spans = malloc((size_t)count * sizeof *spans);
+            if (!spans) {
+                snprintf(err, errlen, "out of memory");
+                return 500;
+            }
+            pmt_sentence_split(p, len, spans, count);
+            for (int k = 0; !status && k < count; k++)
+                status = add_sentence(req, p + spans[k].start, spans[k].end - spans[k].start, k == 0 ? joiner : ' ',
+                                      cap, lim, err, errlen);
+            free(spans);
         }
-        size_t chars = code_points(p, len);
-        if (chars > (size_t)lim->max_chars) {
-            snprintf(err, errlen, "Invalid request: a sentence of %zu characters exceeds the limit of %d", chars,
-                     lim->max_chars);
-            return 400;
-        }
-        char *line = strndup(p, len);
-        if (!line) {
-            snprintf(err, errlen, "out of memory");
-            return 500;
-        }
-        req->lines[req->n_lines++] = line;
+        if (status) return status;
         if (!nl) return 0;
         p = nl + 1;
     }
@@ -202,8 +230,9 @@ int pmt_serve_request_from_json(const json_t *obj, const pmt_serve_limits *lim, 
         return 400;
     }
     req->lines = calloc((size_t)lim->max_sentences, sizeof *req->lines);
+    req->joiner = calloc((size_t)lim->max_sentences, sizeof *req->joiner);
     req->first_line = calloc((size_t)req->n_texts + 1, sizeof *req->first_line);
-    if (!req->lines || !req->first_line) {
+    if (!req->lines || !req->joiner || !req->first_line) {
         snprintf(err, errlen, "out of memory");
         return 500;
     }
@@ -224,6 +253,7 @@ int pmt_serve_request_from_json(const json_t *obj, const pmt_serve_limits *lim, 
 void pmt_serve_request_free(pmt_serve_request *req) {
     for (int i = 0; req->lines && i < req->n_lines; i++) free(req->lines[i]);
     free(req->lines);
+    free(req->joiner);
     free(req->first_line);
     memset(req, 0, sizeof *req);
 }

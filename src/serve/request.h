@@ -10,11 +10,13 @@
  *   alternatives extra hypotheses per text, 0..max_beam-1 (default 0)
  *   beam_size    projmt: 1..max_beam (default the model's; raised to
  *                alternatives+1 when smaller)
- *   attention    projmt: true adds the cross-attention of the first line (q a string)
+ *   attention    projmt: true adds the cross-attention of the first sentence (q a string)
  *   api_key      LibreTranslate's key field (also "Authorization: Bearer KEY"),
  *                checked by the server before this parser (server.h)
- * Each text is split at '\n' into lines, translated as sentences and joined
- * again; sentences per request count these lines.
+ * Each text is split at '\n' into lines and, with split_sentences (the
+ * default), each line into sentences (translate/segment.h); they are
+ * translated as one batch and joined again, with '\n' between lines and a
+ * space between the sentences of one. The limits count these sentences.
  *
  * Ownership: pmt_serve_request owns its strings (pmt_serve_request_free).
  */
@@ -27,8 +29,9 @@
 
 typedef struct pmt_serve_limits {
     size_t max_body;             /* bytes of a request body (413 above) */
-    int max_sentences;           /* lines per request (400 above) */
-    int max_chars;               /* characters (code points) per line (400 above) */
+    int max_sentences;           /* sentences per request (400 above) */
+    int max_chars;               /* characters (code points) per sentence (400 above) */
+    int split_sentences;         /* 1: lines cut into sentences; 0: a line is one sentence */
     int max_beam;                /* largest beam_size */
     int default_beam;
 } pmt_serve_limits;
@@ -39,6 +42,8 @@ typedef struct pmt_serve_request {
     int auto_source;             /* source was "auto" */
     int n_lines;                 /* sentences over all texts */
     char **lines;                /* [n_lines] valid UTF-8, no '\n' */
+    char *joiner;                /* [n_lines] what goes before sentence l when its text is joined: '\n' after
+                                  * a line break, ' ' inside a line ('\0' for a text's first) */
     int *first_line;             /* [n_texts + 1] text i is lines first_line[i]..first_line[i+1]-1 */
     int beam_size, alternatives, attention;
     int replaced;                /* invalid UTF-8 bytes replaced by U+FFFD */

@@ -211,8 +211,9 @@ static int authorized(const pmt_server *s, struct MHD_Connection *c, const json_
     return given && key_matches(given, s->opt.api_key);
 }
 
-/* Text i's hypothesis k, lines joined by '\n' (a line with fewer hypotheses
- * contributes its best). NULL when out of memory. */
+/* Text i's hypothesis k, its sentences joined as they were cut (req->joiner:
+ * '\n' between lines, ' ' between the sentences of one; a sentence with
+ * fewer hypotheses contributes its best). NULL when out of memory. */
 static char *join_text(const pmt_serve_request *req, const pmt_serve_job *job, int i, int k) {
     size_t total = 1;
     for (int l = req->first_line[i]; l < req->first_line[i + 1]; l++) {
@@ -223,7 +224,7 @@ static char *join_text(const pmt_serve_request *req, const pmt_serve_job *job, i
     if (!out) return NULL;
     for (int l = req->first_line[i]; l < req->first_line[i + 1]; l++) {
         const pmt_serve_result *r = &job->results[l];
-        if (l > req->first_line[i]) *p++ = '\n';
+        if (l > req->first_line[i]) *p++ = req->joiner[l];
         if (r->n) {
             const char *t = r->text[k < r->n ? k : 0];
             memcpy(p, t, strlen(t));

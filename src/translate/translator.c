@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/utf8.h"
 #include "model/checkpoint.h"
+#include "translate/segment.h"
 
 /* Encoder arena of a translation model, in source tokens per encoder call:
  * e.g. 85 sentences of 12 tokens. Larger only saves sub-batch iterations,
@@ -22,6 +23,15 @@ enum { ENCODER_ROWS = 1024 };
 static void free_texts(pmt_translator *t) {
     for (int i = 0; i < t->n_texts; i++) free(t->texts[i]);
     t->n_texts = 0;
+}
+
+static void free_joined(pmt_translator *t) {
+    for (int i = 0; i < t->n_joined; i++) free(t->joined[i]);
+    free(t->joined);
+    free(t->joined_hyp);
+    t->joined = NULL;
+    t->joined_hyp = NULL;
+    t->n_joined = 0;
 }
 
 int pmt_translator_init(pmt_translator *t, pmt_model *model, pmt_spm *spm, const pmt_decode_options *opt,
@@ -68,6 +78,7 @@ int pmt_translator_load(pmt_translator *t, const char *model_path, const pmt_dec
 
 void pmt_translator_free(pmt_translator *t) {
     if (t->texts) free_texts(t);
+    free_joined(t);
     if (t->search.pool) pmt_search_free(&t->search);
     if (t->model.params) pmt_model_free(&t->model);
     if (t->spm) pmt_spm_free(t->spm);
@@ -174,6 +185,123 @@ int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n,
     t->totals.sentences += n;
     t->totals.seconds += pmt_now_seconds() - start;
     return 0;
+}
+
+/* One sentence's translation, copied out of the translator's storage. */
+typedef struct {
+    int n;
+    char **text;                 /* [n] */
+    pmt_hypothesis *hyp;         /* [n], ids NULL */
+} sentence_result;
+
+static void free_sentence_results(sentence_result *r, int n) {
+    for (int i = 0; r && i < n; i++) {
+        for (int k = 0; k < r[i].n; k++) free(r[i].text[k]);
+        free(r[i].text);
+        free(r[i].hyp);
+    }
+    free(r);
+}
+
+static int keep_sentence(sentence_result *dst, const pmt_translation *src) {
+    dst->n = 0;
+    dst->text = calloc((size_t)(src->n ? src->n : 1), sizeof *dst->text);
+    dst->hyp = calloc((size_t)(src->n ? src->n : 1), sizeof *dst->hyp);
+    if (!dst->text || !dst->hyp) return -1;
+    for (int k = 0; k < src->n; k++) {
+        if (!(dst->text[k] = strdup(src->text[k]))) return -1;
+        dst->hyp[k] = src->hyp[k];
+        dst->hyp[k].ids = NULL;
+        dst->n = k + 1;
+    }
+    return 0;
+}
+
+/* Line i's hypothesis k from its sentences [first, first + count). */
+static char *join_sentences(const sentence_result *r, int count, int k, pmt_hypothesis *hyp) {
+    size_t total = 1;
+    *hyp = (pmt_hypothesis){NULL, 0, 0.0, 0.0};
+    for (int s = 0; s < count; s++)
+        if (r[s].n) total += strlen(r[s].text[k < r[s].n ? k : 0]) + 1;
+    char *out = malloc(total), *p = out;
+    if (!out) return NULL;
+    for (int s = 0; s < count; s++) {
+        if (!r[s].n) continue;
+        const int j = k < r[s].n ? k : 0;
+        const size_t len = strlen(r[s].text[j]);
+        if (p > out && len) *p++ = ' ';
+        memcpy(p, r[s].text[j], len);
+        p += len;
+        hyp->len += r[s].hyp[j].len;
+        hyp->logprob += r[s].hyp[j].logprob;
+        hyp->score += r[s].hyp[j].score;
+    }
+    *p = '\0';
+    return out;
+}
+
+int pmt_translator_translate_sentences(pmt_translator *t, const char *const *lines, int n, pmt_translation *out,
+                                       char *err, size_t errlen) {
+    if (n > t->max_batch) {
+        snprintf(err, errlen, "translator: %d lines exceed the batch size %d", n, t->max_batch);
+        return -1;
+    }
+    free_joined(t);
+    int total = 0, rc = -1;
+    for (int i = 0; i < n; i++) {
+        const int count = pmt_sentence_split(lines[i], strlen(lines[i]), NULL, 0);
+        total += count ? count : 1;   /* an empty line stays one (empty) input */
+    }
+    char **sentences = calloc((size_t)total, sizeof *sentences);
+    int *first = calloc((size_t)n + 1, sizeof *first);
+    sentence_result *res = calloc((size_t)total, sizeof *res);
+    t->joined = calloc((size_t)n * t->opt.beam_size, sizeof *t->joined);
+    t->joined_hyp = calloc((size_t)n * t->opt.beam_size, sizeof *t->joined_hyp);
+    pmt_span *spans = NULL;
+    if (!sentences || !first || !res || !t->joined || !t->joined_hyp) goto oom;
+    for (int i = 0, s = 0; i < n; i++) {
+        const size_t len = strlen(lines[i]);
+        const int count = pmt_sentence_split(lines[i], len, NULL, 0);
+        first[i] = s;
+        pmt_span *grown = realloc(spans, (size_t)(count ? count : 1) * sizeof *spans);
+        if (!grown) goto oom;
+        spans = grown;
+        pmt_sentence_split(lines[i], len, spans, count);
+        for (int c = 0; c < count; c++)
+            if (!(sentences[s++] = strndup(lines[i] + spans[c].start, spans[c].end - spans[c].start))) goto oom;
+        if (!count && !(sentences[s++] = strdup(""))) goto oom;
+        first[i + 1] = s;
+    }
+    /* The translator's line numbers in warnings count sentences here. */
+    for (int done = 0; done < total; done += t->max_batch) {
+        const int chunk = total - done < t->max_batch ? total - done : t->max_batch;
+        if (pmt_translator_translate(t, (const char *const *)sentences + done, chunk, t->results, err, errlen) != 0)
+            goto cleanup;
+        for (int j = 0; j < chunk; j++)
+            if (keep_sentence(&res[done + j], &t->results[j]) != 0) goto oom;
+    }
+    for (int i = 0; i < n; i++) {
+        const int count = first[i + 1] - first[i];
+        int most = 0;
+        for (int s = first[i]; s < first[i + 1]; s++) most = res[s].n > most ? res[s].n : most;
+        out[i] = (pmt_translation){most, t->joined + t->n_joined, t->joined_hyp + t->n_joined};
+        for (int k = 0; k < most; k++) {
+            char *joined = join_sentences(res + first[i], count, k, &t->joined_hyp[t->n_joined]);
+            if (!joined) goto oom;
+            t->joined[t->n_joined++] = joined;
+        }
+    }
+    rc = 0;
+    goto cleanup;
+oom:
+    snprintf(err, errlen, "translator: out of memory");
+cleanup:
+    for (int s = 0; sentences && s < total; s++) free(sentences[s]);
+    free(sentences);
+    free(first);
+    free(spans);
+    free_sentence_results(res, total);
+    return rc;
 }
 
 int pmt_translator_translate_all(pmt_translator *t, const char *const *lines, size_t n, pmt_best_fn each,

@@ -52,6 +52,10 @@ typedef struct pmt_translator {
     int n_texts;
     char *clean;                 /* UTF-8-sanitized line */
     size_t clean_cap;
+    /* pmt_translator_translate_sentences's joined results, freed by the next call */
+    char **joined;               /* [n_joined] */
+    int n_joined;
+    pmt_hypothesis *joined_hyp;  /* [lines * beam] */
 } pmt_translator;
 
 /* Loads a checkpoint (model, config, tokenizer) and prepares for up to
@@ -74,6 +78,17 @@ int pmt_translator_set_options(pmt_translator *t, const pmt_decode_options *opt,
  * out[0..n), in input order. 0, or -1 with err. */
 int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n, pmt_translation *out,
                              char *err, size_t errlen);
+
+/* pmt_translator_translate with each line cut into sentences first
+ * (translate/segment.h), all of them translated together and each line's
+ * joined again with one space: hypothesis k of a line is hypothesis k of
+ * each of its sentences (its best when it has fewer), and its logprob,
+ * score and length are their sums. A joined hypothesis has no one token
+ * sequence (hyp.ids is NULL): what aligns uses pmt_translator_translate.
+ * n <= max_batch lines, any number of sentences; the results stay valid
+ * until the next translate call or free. 0, or -1 with err. */
+int pmt_translator_translate_sentences(pmt_translator *t, const char *const *lines, int n, pmt_translation *out,
+                                       char *err, size_t errlen);
 
 /* Receives the best hypothesis of line i ("" for an empty line), valid
  * during the call only; returns 0 to go on, or -1 with err to stop. */

@@ -36,7 +36,7 @@ static void check_error_text(const char *err) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const pmt_serve_limits limits = {.max_body = 4096, .max_sentences = 4, .max_chars = 40, .max_beam = 4,
-                                     .default_beam = 2};
+                                     .default_beam = 2, .split_sentences = 1};
     char err[512] = "";
     json_t *obj = NULL;
     int replaced = 0;
@@ -57,8 +57,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             req.first_line[req.n_texts] != req.n_lines || req.beam_size < req.alternatives + 1 ||
             req.beam_size > limits.max_beam)
             abort();
-        for (int i = 0; i < req.n_texts; i++)
+        for (int i = 0; i < req.n_texts; i++) {
             if (req.first_line[i] > req.first_line[i + 1]) abort();
+            /* A text's first sentence follows nothing; the others a line break or a space. */
+            for (int l = req.first_line[i]; l < req.first_line[i + 1]; l++)
+                if (l == req.first_line[i] ? req.joiner[l] != '\0' : req.joiner[l] != '\n' && req.joiner[l] != ' ')
+                    abort();
+        }
         for (int l = 0; l < req.n_lines; l++) {
             const char *line = req.lines[l];
             size_t chars = 0;
