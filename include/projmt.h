@@ -112,6 +112,24 @@ projmt_status projmt_translate_batch(projmt_translator *t, const char *const *se
 /* Frees what projmt_translate_batch returned (NULL is a no-op). */
 void projmt_results_free(projmt_result *results, size_t n);
 
+/* A sentence of a text: bytes [start, end), without the white space
+ * around it. */
+typedef struct projmt_span {
+    size_t start, end;
+} projmt_span;
+
+/* Cuts text[0..length) (UTF-8) into sentences as `projmt serve` does before
+ * translating: after . ? ! or … (and closing quotes or brackets) where the
+ * next word starts with a capital, a digit or an opening quote; never after
+ * an abbreviation (Mr. Dr. ...), an initial, an acronym (U.S.) or inside a
+ * number. The models learn from one or two sentences a line, so a paragraph
+ * translates better cut this way, one sentence per projmt_translate_batch
+ * string. Sets *count to the number of sentences and fills spans[0 ..
+ * min(*count, max_spans)) (spans may be NULL when max_spans is 0, to size
+ * the array). */
+projmt_status projmt_split_sentences(const char *text, size_t length, projmt_span *spans, size_t max_spans,
+                                     size_t *count);
+
 #ifdef __cplusplus
 }
 #endif

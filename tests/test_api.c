@@ -108,6 +108,46 @@ static void test_threads(void) {
     }
 }
 
+/* projmt_split_sentences: spans, the sizing call, a short array, errors;
+ * and a paragraph cut this way translates as its sentences do alone. */
+static void test_split(projmt_translator *t) {
+    const char *text = "  I like cats. Mr. Smith lives in the U.S. Where is the station?  ";
+    size_t count = 99;
+    /* "U.S. Where": an acronym's full stop does not end a sentence. */
+    const char *want[2] = {"I like cats.", "Mr. Smith lives in the U.S. Where is the station?"};
+    CHECK(projmt_split_sentences(text, strlen(text), NULL, 0, &count) == PROJMT_OK && count == 2);
+    projmt_span spans[4], one[1];
+    CHECK(projmt_split_sentences(text, strlen(text), spans, 4, &count) == PROJMT_OK && count == 2);
+    for (int i = 0; i < 2 && count == 2; i++)
+        CHECK_MSG(strlen(want[i]) == spans[i].end - spans[i].start &&
+                      !strncmp(text + spans[i].start, want[i], spans[i].end - spans[i].start),
+                  "sentence %d is \"%.*s\"", i, (int)(spans[i].end - spans[i].start), text + spans[i].start);
+    CHECK(spans[0].start == 2);
+    CHECK(projmt_split_sentences(text, strlen(text), one, 1, &count) == PROJMT_OK && count == 2 &&
+          one[0].start == spans[0].start && one[0].end == spans[0].end);
+    CHECK(projmt_split_sentences("", 0, NULL, 0, &count) == PROJMT_OK && count == 0);
+    CHECK(projmt_split_sentences(NULL, 0, NULL, 0, &count) == PROJMT_OK && count == 0);
+    CHECK(projmt_split_sentences(NULL, 5, NULL, 0, &count) == PROJMT_ERROR_ARGUMENT &&
+          strstr(projmt_last_error(), "text") != NULL);
+    CHECK(projmt_split_sentences(text, strlen(text), NULL, 2, &count) == PROJMT_ERROR_ARGUMENT);
+    CHECK(projmt_split_sentences(text, strlen(text), spans, 4, NULL) == PROJMT_ERROR_ARGUMENT);
+
+    const char *para = "I like cats. Where is the station?";
+    CHECK(projmt_split_sentences(para, strlen(para), spans, 4, &count) == PROJMT_OK && count == 2);
+    char first[64], second[64];
+    snprintf(first, sizeof first, "%.*s", (int)(spans[0].end - spans[0].start), para + spans[0].start);
+    snprintf(second, sizeof second, "%.*s", (int)(spans[1].end - spans[1].start), para + spans[1].start);
+    CHECK(!strcmp(first, "I like cats.") && !strcmp(second, "Where is the station?"));
+    const char *sentences[2] = {first, second};
+    projmt_result *r = NULL;
+    CHECK(projmt_translate_batch(t, sentences, 2, NULL, &r) == PROJMT_OK);
+    if (r) {
+        CHECK(r[0].n_hypotheses == 1 && !strcmp(r[0].hypotheses[0], "Me gustan los gatos."));
+        CHECK(r[1].n_hypotheses == 1 && !strcmp(r[1].hypotheses[0], "¿Dónde está la estación?"));
+    }
+    projmt_results_free(r, 2);
+}
+
 int main(void) {
     snprintf(model_path, sizeof model_path, "%s/models/en-es.int8.pmt", test_source_dir());
     FILE *f = fopen(model_path, "rb");
@@ -121,6 +161,7 @@ int main(void) {
     CHECK(strstr(projmt_translator_compute(t), "compute type") != NULL);
     test_translate(t);
     test_errors(t);
+    test_split(t);
     projmt_translator_free(t);
     test_threads();
     return test_finish();

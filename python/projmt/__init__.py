@@ -18,7 +18,8 @@ A Translator is for one thread at a time; use one per thread.
 import ctypes
 import os
 
-__all__ = ["Translator", "TranslationResult", "Alignment", "ProjmtError", "ModelError", "cpu_isa", "version"]
+__all__ = ["Translator", "TranslationResult", "Alignment", "ProjmtError", "ModelError", "cpu_isa", "version",
+           "split_sentences"]
 
 _STATUS_OK, _ERROR_ARGUMENT, _ERROR_MODEL, _ERROR_RUNTIME, _ERROR_MEMORY = range(5)
 _API_VERSION = 1
@@ -46,6 +47,10 @@ class _Alignment(ctypes.Structure):
     _fields_ = [("n_source", ctypes.c_int), ("n_target", ctypes.c_int),
                 ("source_pieces", ctypes.POINTER(ctypes.c_char_p)), ("target_pieces", ctypes.POINTER(ctypes.c_char_p)),
                 ("weights", ctypes.POINTER(ctypes.c_float))]
+
+
+class _Span(ctypes.Structure):
+    _fields_ = [("start", ctypes.c_size_t), ("end", ctypes.c_size_t)]
 
 
 class _Result(ctypes.Structure):
@@ -93,6 +98,9 @@ _lib.projmt_translate_batch.restype = ctypes.c_int
 _lib.projmt_translate_batch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
                                         ctypes.POINTER(_TranslateOptions), ctypes.POINTER(ctypes.POINTER(_Result))]
 _lib.projmt_results_free.argtypes = [ctypes.POINTER(_Result), ctypes.c_size_t]
+_lib.projmt_split_sentences.restype = ctypes.c_int
+_lib.projmt_split_sentences.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(_Span), ctypes.c_size_t,
+                                        ctypes.POINTER(ctypes.c_size_t)]
 
 
 def _last_error():
@@ -107,6 +115,19 @@ def version():
 def cpu_isa():
     """The CPU as libprojmt sees it (oneDNN's effective ISA, e.g. 'avx512_core_vnni')."""
     return _lib.projmt_cpu_isa().decode()
+
+
+def split_sentences(text):
+    """The sentences of text (str), as `projmt serve` cuts a paragraph before translating
+    (Moses' rule: abbreviations, initials, acronyms and decimals kept whole)."""
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    count = ctypes.c_size_t()
+    if _lib.projmt_split_sentences(data, len(data), None, 0, ctypes.byref(count)) != _STATUS_OK:
+        raise ProjmtError(_last_error())
+    spans = (_Span * max(count.value, 1))()
+    if _lib.projmt_split_sentences(data, len(data), spans, count.value, ctypes.byref(count)) != _STATUS_OK:
+        raise ProjmtError(_last_error())
+    return [data[spans[i].start:spans[i].end].decode("utf-8", "replace") for i in range(count.value)]
 
 
 class Alignment:
@@ -132,6 +153,20 @@ class TranslationResult:
 
     def __eq__(self, other):
         return isinstance(other, TranslationResult) and (self.hypotheses, self.scores) == (other.hypotheses, other.scores)
+
+
+_split = split_sentences   # translate_batch's argument of that name hides the function there
+
+
+def _joined(parts, return_scores):
+    """One text's TranslationResult from those of its sentences (see translate_batch)."""
+    parts = [r for r in parts if r.hypotheses]
+    most = max((len(r.hypotheses) for r in parts), default=0)
+    hyps = [" ".join(r.hypotheses[min(k, len(r.hypotheses) - 1)] for r in parts) for k in range(most)]
+    scores = None
+    if return_scores and most:
+        scores = [sum(r.scores[min(k, len(r.scores) - 1)] for r in parts) for k in range(most)]
+    return TranslationResult(hyps, scores)
 
 
 class Translator:
@@ -166,10 +201,27 @@ class Translator:
         return self._handle
 
     def translate_batch(self, source, beam_size=4, num_hypotheses=1, return_scores=False, return_attention=False,
-                        length_penalty=1.0, max_decoding_length=0):
-        """Translates a list of English sentences; returns one TranslationResult per sentence, in order."""
+                        length_penalty=1.0, max_decoding_length=0, split_sentences=False):
+        """Translates a list of English sentences; returns one TranslationResult per sentence, in order.
+
+        split_sentences: cut each text into sentences first (split_sentences()), translate them all
+        together and join each text's again with a space, as `projmt serve` does: for paragraphs, which
+        the models (trained on one or two sentences a line) would cut short. Hypothesis k of a text joins
+        the k-th of each sentence (its best when it has fewer); its score is their sum. Not with
+        return_attention (a joined text has no one attention matrix)."""
         if isinstance(source, (str, bytes)):
             raise TypeError("source must be a list of sentences, not a single string")
+        if split_sentences:
+            if return_attention:
+                raise ValueError("return_attention needs whole sentences (split_sentences=False)")
+            pieces = [_split(s) for s in source]
+            flat = self.translate_batch([p for text in pieces for p in text], beam_size, num_hypotheses,
+                                        return_scores, False, length_penalty, max_decoding_length)
+            results, at = [], 0
+            for text in pieces:
+                results.append(_joined(flat[at:at + len(text)], return_scores))
+                at += len(text)
+            return results
         lines = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in source]
         n = len(lines)
         array = (ctypes.c_char_p * max(n, 1))(*lines)

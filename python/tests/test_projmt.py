@@ -90,3 +90,27 @@ def test_threads_each_with_its_own_translator(translator):
     for th in threads:
         th.join()
     assert got == [alone] * 3
+
+
+def test_split_sentences():
+    assert projmt.split_sentences("  I like cats. Mr. Smith is here.  Where is it? ") == \
+        ["I like cats.", "Mr. Smith is here.", "Where is it?"]
+    assert projmt.split_sentences("Pi is 3.14 today.") == ["Pi is 3.14 today."]
+    assert projmt.split_sentences("") == [] and projmt.split_sentences("   ") == []
+    assert projmt.split_sentences("¿Vienes? ¡Vamos!") == ["¿Vienes?", "¡Vamos!"]
+
+
+def test_translate_batch_split_sentences(translator):
+    alone = translator.translate_batch(["I like cats.", "Where is the station?"], num_hypotheses=2,
+                                       return_scores=True)
+    (joined, empty, whole) = translator.translate_batch(["I like cats. Where is the station?", "", "Hello."],
+                                                        num_hypotheses=2, return_scores=True, split_sentences=True)
+    assert joined.hypotheses == [alone[0].hypotheses[k] + " " + alone[1].hypotheses[k] for k in range(2)]
+    assert joined.scores == pytest.approx([alone[0].scores[k] + alone[1].scores[k] for k in range(2)])
+    assert empty.hypotheses == [] and empty.scores is None
+    # Scores move in the last digits with the batch's make-up (a product's rows are summed in other orders).
+    (one,) = translator.translate_batch(["Hello."], num_hypotheses=2, return_scores=True)
+    assert whole.hypotheses == one.hypotheses and whole.scores == pytest.approx(one.scores, abs=1e-5)
+    with pytest.raises(ValueError, match="return_attention"):
+        translator.translate_batch(["A. B."], return_attention=True, split_sentences=True)
+

@@ -24,6 +24,7 @@
 #include "model/checkpoint.h"
 #include "nn/gemm.h"
 #include "translate/alignment.h"
+#include "translate/segment.h"
 #include "translate/translator.h"
 
 enum { DEFAULT_BATCH = 64, DEFAULT_BEAM = 4 };
@@ -304,4 +305,27 @@ void projmt_results_free(projmt_result *results, size_t n) {
         alignment_free((projmt_alignment *)results[i].alignment);
     }
     free(results);
+}
+
+projmt_status projmt_split_sentences(const char *text, size_t length, projmt_span *spans, size_t max_spans,
+                                     size_t *count) {
+    if (!count || (!text && length > 0) || (!spans && max_spans > 0)) {
+        set_error("projmt_split_sentences: %s is NULL", !count ? "count" : !text ? "text" : "spans");
+        return PROJMT_ERROR_ARGUMENT;
+    }
+    const int n = text ? pmt_sentence_split(text, length, NULL, 0) : 0;
+    *count = (size_t)n;
+    const size_t fill = max_spans < (size_t)n ? max_spans : (size_t)n;
+    if (fill > 0) {
+        pmt_span *found = malloc((size_t)n * sizeof *found);
+        if (!found) {
+            set_error("projmt_split_sentences: out of memory");
+            return PROJMT_ERROR_MEMORY;
+        }
+        pmt_sentence_split(text, length, found, n);
+        for (size_t i = 0; i < fill; i++) spans[i] = (projmt_span){found[i].start, found[i].end};
+        free(found);
+    }
+    last_error[0] = '\0';
+    return PROJMT_OK;
 }
