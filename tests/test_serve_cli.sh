@@ -193,6 +193,10 @@ printf 'The cat sleeps. She reads a book?\nI like green tea.\n' > "$TMP/para.txt
 "$PROJMT" translate --model "$MODEL" --threads 1 --split-sentences -i "$TMP/para.txt" -o "$TMP/para_split.txt" 2> /dev/null
 printf 'The cat sleeps.\nShe reads a book?\nI like green tea.\n' > "$TMP/para_one.txt"
 "$PROJMT" translate --model "$MODEL" --threads 1 -i "$TMP/para_one.txt" -o "$TMP/para_one_out.txt" 2> /dev/null
+"$PROJMT" translate --model "$MODEL" --threads 1 --split-sentences --batch 1 -i "$TMP/para.txt" \
+    -o "$TMP/para_split_b1.txt" 2> /dev/null
+check "translate --split-sentences --batch 1: more sentences than the batch, the same text" \
+    cmp -s "$TMP/para_split.txt" "$TMP/para_split_b1.txt"
 check "translate --split-sentences = its sentences translated alone, joined by a space" \
     test "$(sed -n 1p "$TMP/para_split.txt")" = "$(sed -n 1p "$TMP/para_one_out.txt") $(sed -n 2p "$TMP/para_one_out.txt")"
 req POST /translate "${JSON[@]}" -d '{"q": "The cat sleeps. She reads a book?\nI like green tea.", "source": "en", "target": "es"}'

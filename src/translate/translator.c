@@ -242,35 +242,36 @@ static char *join_sentences(const sentence_result *r, int count, int k, pmt_hypo
 
 int pmt_translator_translate_sentences(pmt_translator *t, const char *const *lines, int n, pmt_translation *out,
                                        char *err, size_t errlen) {
-    if (n > t->max_batch) {
-        snprintf(err, errlen, "translator: %d lines exceed the batch size %d", n, t->max_batch);
+    free_joined(t);
+    int rc = -1;
+    /* Sentence slots: line i's are [first[i], first[i + 1]), one empty one
+     * for a line of white space (it translates to an empty line). */
+    int *count = calloc((size_t)(n ? n : 1), sizeof *count), *first = calloc((size_t)n + 1, sizeof *first);
+    if (!count || !first) {
+        free(count);
+        free(first);
+        snprintf(err, errlen, "translator: out of memory");
         return -1;
     }
-    free_joined(t);
-    int total = 0, rc = -1;
     for (int i = 0; i < n; i++) {
-        const int count = pmt_sentence_split(lines[i], strlen(lines[i]), NULL, 0);
-        total += count ? count : 1;   /* an empty line stays one (empty) input */
+        count[i] = pmt_sentence_split(lines[i], strlen(lines[i]), NULL, 0);
+        first[i + 1] = first[i] + (count[i] ? count[i] : 1);
     }
-    char **sentences = calloc((size_t)total, sizeof *sentences);
-    int *first = calloc((size_t)n + 1, sizeof *first);
-    sentence_result *res = calloc((size_t)total, sizeof *res);
-    t->joined = calloc((size_t)n * t->opt.beam_size, sizeof *t->joined);
-    t->joined_hyp = calloc((size_t)n * t->opt.beam_size, sizeof *t->joined_hyp);
-    pmt_span *spans = NULL;
-    if (!sentences || !first || !res || !t->joined || !t->joined_hyp) goto oom;
-    for (int i = 0, s = 0; i < n; i++) {
-        const size_t len = strlen(lines[i]);
-        const int count = pmt_sentence_split(lines[i], len, NULL, 0);
-        first[i] = s;
-        pmt_span *grown = realloc(spans, (size_t)(count ? count : 1) * sizeof *spans);
-        if (!grown) goto oom;
-        spans = grown;
-        pmt_sentence_split(lines[i], len, spans, count);
-        for (int c = 0; c < count; c++)
-            if (!(sentences[s++] = strndup(lines[i] + spans[c].start, spans[c].end - spans[c].start))) goto oom;
-        if (!count && !(sentences[s++] = strdup(""))) goto oom;
-        first[i + 1] = s;
+    const int total = first[n];
+    char **sentences = calloc((size_t)(total ? total : 1), sizeof *sentences);
+    pmt_span *spans = calloc((size_t)(total ? total : 1), sizeof *spans);
+    sentence_result *res = calloc((size_t)(total ? total : 1), sizeof *res);
+    t->joined = calloc((size_t)(n ? n : 1) * t->opt.beam_size, sizeof *t->joined);
+    t->joined_hyp = calloc((size_t)(n ? n : 1) * t->opt.beam_size, sizeof *t->joined_hyp);
+    if (!sentences || !spans || !res || !t->joined || !t->joined_hyp) goto oom;
+    for (int i = 0; i < n; i++) {
+        pmt_span *line_spans = spans + first[i];
+        pmt_sentence_split(lines[i], strlen(lines[i]), line_spans, count[i]);
+        for (int c = 0; c < count[i]; c++)
+            if (!(sentences[first[i] + c] =
+                      strndup(lines[i] + line_spans[c].start, line_spans[c].end - line_spans[c].start)))
+                goto oom;
+        if (!count[i] && !(sentences[first[i]] = strdup(""))) goto oom;
     }
     /* The translator's line numbers in warnings count sentences here. */
     for (int done = 0; done < total; done += t->max_batch) {
@@ -281,12 +282,12 @@ int pmt_translator_translate_sentences(pmt_translator *t, const char *const *lin
             if (keep_sentence(&res[done + j], &t->results[j]) != 0) goto oom;
     }
     for (int i = 0; i < n; i++) {
-        const int count = first[i + 1] - first[i];
+        const int slots = first[i + 1] - first[i];
         int most = 0;
         for (int s = first[i]; s < first[i + 1]; s++) most = res[s].n > most ? res[s].n : most;
         out[i] = (pmt_translation){most, t->joined + t->n_joined, t->joined_hyp + t->n_joined};
         for (int k = 0; k < most; k++) {
-            char *joined = join_sentences(res + first[i], count, k, &t->joined_hyp[t->n_joined]);
+            char *joined = join_sentences(res + first[i], slots, k, &t->joined_hyp[t->n_joined]);
             if (!joined) goto oom;
             t->joined[t->n_joined++] = joined;
         }
@@ -298,6 +299,7 @@ oom:
 cleanup:
     for (int s = 0; sentences && s < total; s++) free(sentences[s]);
     free(sentences);
+    free(count);
     free(first);
     free(spans);
     free_sentence_results(res, total);

@@ -85,8 +85,8 @@ int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n,
  * each of its sentences (its best when it has fewer), and its logprob,
  * score and length are their sums. A joined hypothesis has no one token
  * sequence (hyp.ids is NULL): what aligns uses pmt_translator_translate.
- * n <= max_batch lines, any number of sentences; the results stay valid
- * until the next translate call or free. 0, or -1 with err. */
+ * Any n (sentences go to the model max_batch at a time); the results stay
+ * valid until the next translate call or free. 0, or -1 with err. */
 int pmt_translator_translate_sentences(pmt_translator *t, const char *const *lines, int n, pmt_translation *out,
                                        char *err, size_t errlen);
 
