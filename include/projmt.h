@@ -76,6 +76,15 @@ void projmt_translator_free(projmt_translator *t);
  * "compute type int8 on avx512_core_vnni (...)". Valid while t lives. */
 const char *projmt_translator_compute(const projmt_translator *t);
 
+/* From the next projmt_translate_batch on, each batch's output vocabulary
+ * is the model's vocabulary shortlist for its sentences: `candidates`
+ * target pieces per source piece and the most frequent pieces (as
+ * CTranslate2's use_vmap and Marian's --shortlist): faster, and close to
+ * but not exactly the full vocabulary's translations. 0 goes back to the
+ * whole vocabulary. PROJMT_ERROR_ARGUMENT when candidates < 0 or the model
+ * carries no shortlist (`projmt export --shortlist DATA_DIR` stores one). */
+projmt_status projmt_translator_set_shortlist(projmt_translator *t, int candidates);
+
 typedef struct projmt_translate_options {
     int beam_size;               /* 1 = greedy (0: 4) */
     int num_hypotheses;          /* n-best per sentence, <= beam_size (0: 1) */

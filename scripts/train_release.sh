@@ -11,8 +11,9 @@
 #      validation), the mean of the last N numbered checkpoints, last.ckpt's
 #      moving average and its raw weights — by BLEU on the validation split
 #      (beam 4) and keeps the best;
-#   3. exports it with int8 weights (the shipped file) and fp32 (for the
-#      comparison), scores both on the test split and FLORES-200 dev (BLEU and
+#   3. exports it with int8 weights (the shipped file, with a vocabulary
+#      shortlist from the training split for translate --shortlist K) and fp32
+#      (for the comparison), scores both (over the whole vocabulary) on the test split and FLORES-200 dev (BLEU and
 #      chrF, beam 4), measures their decoding speed (projmt bench --decode,
 #      greedy and beam 4);
 #   4. writes NAME.results.json (scripts/release_results.py) and the model
@@ -270,7 +271,8 @@ printf '%s\n' "${candidates[@]}" > "$work/candidates.txt"
 echo "$chosen" > "$work/chosen.txt"
 
 step "export ($weights -> $out; fp32 -> $fp32_file)"
-"$projmt" export --model "$chosen_ckpt" $chosen_raw --out "$out" --weights "$weights" | tee "$logs/export.log"
+"$projmt" export --model "$chosen_ckpt" $chosen_raw --out "$out" --weights "$weights" --shortlist "$data_dir" \
+  | tee "$logs/export.log"
 cp "$work/candidate-$chosen.fp32.pmt" "$fp32_file"
 
 step "scores and decoding speed of the exported files (beam $beam_size; bench with $bench_threads thread(s))"

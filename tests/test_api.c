@@ -4,7 +4,7 @@
  * best first; the alignment's pieces and rows (each a distribution); an
  * empty line; option errors, a missing file and a damaged file reported
  * through projmt_last_error with the right status and nothing leaked (the
- * ASan pass runs this); several threads, each with its own translator,
+ * ASan pass runs this); a shortlist the model does not carry refused; several threads, each with its own translator,
  * giving what one thread gives. SKIPs without the shipped model.
  */
 #include <math.h>
@@ -74,6 +74,18 @@ static void test_errors(projmt_translator *t) {
     CHECK_MSG(strstr(projmt_last_error(), "bad.pmt") != NULL, "%s", projmt_last_error());
     const projmt_load_options wrong = {"fp16", 0, 0};
     CHECK(projmt_translator_new(model_path, &wrong) == NULL && strstr(projmt_last_error(), "fp16") != NULL);
+
+    /* The shipped file carries no vocabulary shortlist: asking for one is
+     * refused, and the translator goes on as before; 0 is always fine.
+     * (A model with one: tests/test_shortlist_cli.sh.) */
+    CHECK(projmt_translator_set_shortlist(t, 50) == PROJMT_ERROR_ARGUMENT);
+    CHECK_MSG(strstr(projmt_last_error(), "no vocabulary shortlist") != NULL, "%s", projmt_last_error());
+    CHECK(projmt_translator_set_shortlist(t, -1) == PROJMT_ERROR_ARGUMENT);
+    CHECK(projmt_translator_set_shortlist(NULL, 0) == PROJMT_ERROR_ARGUMENT);
+    CHECK(projmt_translator_set_shortlist(t, 0) == PROJMT_OK);
+    CHECK(projmt_translate_batch(t, SENTENCES, 1, NULL, &res) == PROJMT_OK && res &&
+          !strcmp(res[0].hypotheses[0], "¿Dónde está la estación?"));
+    projmt_results_free(res, 1);
 }
 
 /* Each thread its own translator, the same lines: what one thread got. */

@@ -28,7 +28,7 @@ int main(void) {
     }
     pmt_model_init_params(&m, 3);
     pmt_bench_decode_report rep;
-    CHECK_MSG(pmt_bench_decode(&m, NULL, NULL, 37, 8, &rep, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(pmt_bench_decode(&m, NULL, NULL, 37, 8, 0, &rep, err, sizeof err) == 0, "%s", err);
     CHECK(rep.sentences == 37 && rep.batch == 8 && strstr(rep.source, "synthetic"));
     CHECK(rep.src_tokens >= 37 * 3 && rep.src_tokens <= 37 * 14);
     for (int k = 0; k < PMT_BENCH_DECODE_RUNS; k++) {
@@ -42,8 +42,8 @@ int main(void) {
     CHECK(rep.run[0].beam == 1 && rep.run[1].beam == 4 && rep.run[0].capped && !rep.run[3].capped);
     pmt_bench_decode_print(stdout, "tiny", &rep);
     /* missing text file: falls back to synthetic sources */
-    CHECK(pmt_bench_decode(&m, NULL, "/nonexistent/test.en", 5, 4, &rep, err, sizeof err) == 0 && rep.sentences == 5);
-    CHECK(pmt_bench_decode(&m, NULL, NULL, 0, 4, &rep, err, sizeof err) == -1);
+    CHECK(pmt_bench_decode(&m, NULL, "/nonexistent/test.en", 5, 4, 0, &rep, err, sizeof err) == 0 && rep.sentences == 5);
+    CHECK(pmt_bench_decode(&m, NULL, NULL, 0, 4, 0, &rep, err, sizeof err) == -1);
     pmt_model_free(&m);
     return test_finish();
 }

@@ -98,6 +98,11 @@ _lib.projmt_translate_batch.restype = ctypes.c_int
 _lib.projmt_translate_batch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
                                         ctypes.POINTER(_TranslateOptions), ctypes.POINTER(ctypes.POINTER(_Result))]
 _lib.projmt_results_free.argtypes = [ctypes.POINTER(_Result), ctypes.c_size_t]
+# Added to the API after its first release (additive: the API version stayed 1), so an older libprojmt lacks it.
+_set_shortlist = getattr(_lib, "projmt_translator_set_shortlist", None)
+if _set_shortlist is not None:
+    _set_shortlist.restype = ctypes.c_int
+    _set_shortlist.argtypes = [ctypes.c_void_p, ctypes.c_int]
 _lib.projmt_split_sentences.restype = ctypes.c_int
 _lib.projmt_split_sentences.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(_Span), ctypes.c_size_t,
                                         ctypes.POINTER(ctypes.c_size_t)]
@@ -174,9 +179,11 @@ class Translator:
 
     compute_type: "auto" (the file's own where this CPU runs it fast, else fp32), "fp32", "bf16" or "int8".
     threads: threads of each call (0: all cores). max_batch: sentences decoded together (0: 64).
+    shortlist: decode over the model's vocabulary shortlist, this many candidates per source piece
+    (0: the whole vocabulary; see set_shortlist).
     """
 
-    def __init__(self, model_path, compute_type="auto", threads=0, max_batch=0):
+    def __init__(self, model_path, compute_type="auto", threads=0, max_batch=0, shortlist=0):
         if not isinstance(model_path, (str, bytes, os.PathLike)):
             raise TypeError(f"model_path must be a path, not {type(model_path).__name__}")
         if compute_type not in ("auto", "fp32", "bf16", "int8"):
@@ -189,6 +196,22 @@ class Translator:
         if not self._handle:
             raise ModelError(_last_error())
         self.model_path = os.fsdecode(path)
+        if shortlist:
+            self.set_shortlist(shortlist)
+
+    def set_shortlist(self, candidates):
+        """Decodes the next batches over the model's vocabulary shortlist (CTranslate2's use_vmap): each
+        batch's output vocabulary is `candidates` target pieces per source piece and the most frequent
+        ones. Faster, close to but not exactly the full vocabulary's output; 0 restores it. ValueError when
+        the model carries no shortlist (projmt export --shortlist DATA_DIR stores one)."""
+        if not isinstance(candidates, int) or isinstance(candidates, bool):
+            raise TypeError(f"candidates must be an int, not {type(candidates).__name__}")
+        if not 0 <= candidates < 2**31:
+            raise ValueError(f"candidates must be >= 0 (got {candidates})")
+        if _set_shortlist is None:
+            raise ProjmtError("this libprojmt predates vocabulary shortlists (projmt_translator_set_shortlist)")
+        if _set_shortlist(self._require(), candidates) != _STATUS_OK:
+            raise ValueError(_last_error())
 
     @property
     def compute(self):

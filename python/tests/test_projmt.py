@@ -114,3 +114,16 @@ def test_translate_batch_split_sentences(translator):
     with pytest.raises(ValueError, match="return_attention"):
         translator.translate_batch(["A. B."], return_attention=True, split_sentences=True)
 
+
+
+def test_shortlist_the_model_lacks(translator):
+    # The shipped file has no vocabulary shortlist (tests/test_shortlist_cli.sh covers one that has).
+    with pytest.raises(ValueError, match="no vocabulary shortlist"):
+        translator.set_shortlist(50)
+    with pytest.raises(ValueError):
+        translator.set_shortlist(-1)
+    with pytest.raises(TypeError):
+        translator.set_shortlist("50")
+    translator.set_shortlist(0)
+    (r,) = translator.translate_batch(["Where is the station?"])
+    assert r.hypotheses == ["¿Dónde está la estación?"]

@@ -113,6 +113,22 @@ void projmt_translator_free(projmt_translator *t) {
 
 const char *projmt_translator_compute(const projmt_translator *t) { return t ? t->compute : ""; }
 
+projmt_status projmt_translator_set_shortlist(projmt_translator *t, int candidates) {
+    if (!t) {
+        set_error("projmt_translator_set_shortlist: the translator is NULL");
+        return PROJMT_ERROR_ARGUMENT;
+    }
+    pmt_decode_options opt = t->base;
+    opt.shortlist = candidates;
+    char err[400];
+    if (pmt_search_check_shortlist(&t->tr.model, &opt, err, sizeof err) != 0) {
+        set_error("projmt_translator_set_shortlist: %s", err);
+        return PROJMT_ERROR_ARGUMENT;
+    }
+    t->base.shortlist = candidates;
+    return PROJMT_OK;
+}
+
 /* The translator's search options for these API options. 0, or -1 (error set). */
 static int search_options(const projmt_translator *t, const projmt_translate_options *o, pmt_decode_options *opt) {
     *opt = t->base;

@@ -22,7 +22,7 @@
 
 static void usage(FILE *out) {
     fprintf(out, "usage: projmt bench [--config FILE] [--steps N] [--warmup N] [--modes LIST] [--precisions LIST] [--synthetic] [--json] [options]\n"
-           "       projmt bench --decode [--model CKPT] [--compute-type T] [--sentences N] [--decode-batch N] [--modes LIST]\n"
+           "       projmt bench --decode [--model CKPT] [--compute-type T] [--shortlist K] [--sentences N] [--decode-batch N] [--modes LIST]\n"
            "  Trains --steps timed optimizer steps (after --warmup untimed ones) per attention mode on the\n"
            "  same batches (the first batches of <data-dir>/train.tok, or synthetic spa-eng-like batches),\n"
            "  and prints parameters, FLOPs per token, ms per step (median), tokens/s, GFLOP/s, %% of the\n"
@@ -37,7 +37,8 @@ static void usage(FILE *out) {
            "  --decode: sentences/s, source words/s and output tokens/s of batched greedy and beam-4 search over\n"
            "           the first --sentences (1000) lines of <data-dir>/test.en, per mode with randomly initialised\n"
            "           models, or with the trained checkpoint or exported model file given by --model, whose\n"
-           "           weights --compute-type chooses: auto (the file's own if fast here, else fp32) | fp32 | bf16 | int8\n\n");
+           "           weights --compute-type chooses: auto (the file's own if fast here, else fp32) | fp32 | bf16 | int8,\n"
+           "           over its vocabulary shortlist with --shortlist K (a model exported with --shortlist)\n\n");
     pmt_config_print_help(out, "model,train");
 }
 
@@ -177,11 +178,11 @@ static int vocab_size(const pmt_config *cfg) {
 }
 
 /* Decodes with one model and prints its report. */
-static int decode_one(pmt_model *m, const pmt_spm *spm, const char *text, int n, int batch, const char *title,
-                      int json) {
+static int decode_one(pmt_model *m, const pmt_spm *spm, const char *text, int n, int batch, int shortlist,
+                      const char *title, int json) {
     pmt_bench_decode_report rep;
     char err[512];
-    if (pmt_bench_decode(m, spm, text, n, batch, &rep, err, sizeof err) != 0) {
+    if (pmt_bench_decode(m, spm, text, n, batch, shortlist, &rep, err, sizeof err) != 0) {
         fprintf(stderr, "projmt bench: %s\n", err);
         return 1;
     }
@@ -189,7 +190,7 @@ static int decode_one(pmt_model *m, const pmt_spm *spm, const char *text, int n,
     if (json) {
         printf("{\"decode\":");
         pmt_json_string(stdout, title);
-        printf(",\"sentences\":%d,\"batch\":%d,\"runs\":[", rep.sentences, rep.batch);
+        printf(",\"sentences\":%d,\"batch\":%d,\"shortlist\":%d,\"runs\":[", rep.sentences, rep.batch, rep.shortlist);
         for (int i = 0; i < PMT_BENCH_DECODE_RUNS; i++)
             printf("%s{\"run\":\"%s\",\"sentences_per_s\":%.1f,\"src_words_per_s\":%.1f,\"tokens_per_s\":%.1f}",
                    i ? "," : "", rep.run[i].label, rep.run[i].sentences_per_s, rep.run[i].src_words_per_s,
@@ -222,7 +223,7 @@ static int bench_decode(const pmt_config *cfg, const char *modes, int n, int bat
         char compute[512];
         pmt_model_describe_compute(&m, compute, sizeof compute);
         printf("model %s: %s\n", cfg->model, compute);
-        rc = decode_one(&m, spm, src_text, n, batch, cfg->model, json);
+        rc = decode_one(&m, spm, src_text, n, batch, cfg->shortlist, cfg->model, json);
         pmt_spm_free(spm);
         pmt_model_free(&m);
         return rc;
@@ -241,7 +242,7 @@ static int bench_decode(const pmt_config *cfg, const char *modes, int n, int bat
             break;
         }
         pmt_model_init_params(&m, mcfg.seed);
-        rc = decode_one(&m, spm, src_text, n, batch, mode, json);
+        rc = decode_one(&m, spm, src_text, n, batch, 0, mode, json);
         pmt_model_free(&m);
     }
     pmt_spm_free(spm);

@@ -68,6 +68,8 @@ static void print_usage(FILE *out) {
             "  --src FILE        English sentences to translate, one per line\n"
             "  --beam-size N     beam width for --src (1 = greedy)\n"
             "  --compute-type T  weights --src is decoded with: auto (the file's own if fast here, else fp32) | fp32 | bf16 | int8\n"
+            "  --shortlist K     decode --src over the model's vocabulary shortlist, K candidates per source\n"
+            "                    piece (a model exported with --shortlist; default 0: the whole vocabulary)\n"
             "  --hyp-out FILE    also write the translations of --src there\n"
             "  --threads N       threads (0 = all cores)\n"
             "  --json            also print one JSON object on the last line\n");

@@ -111,6 +111,9 @@ static const field fields[] = {
     F("max_length_const", T_INT, max_length_const, "10", "translate", "output limit constant"),
     F("compute_type", T_COMPUTE, compute_type, "auto", "translate",
       "weights decoding multiplies by: auto (the file's own where this CPU runs it fast, else fp32) | fp32 | bf16 | int8 (converted at load, as export stores them)"),
+    FI("shortlist", shortlist, "0", 0, 1000, "translate",
+       "vocabulary shortlist: each batch's output vocabulary is its sources' first K candidates and the frequent "
+       "pieces (needs a model exported with --shortlist; 0 = the whole vocabulary, exact)"),
 
     F("host", T_STRING, host, "127.0.0.1", "serve", "address to bind (0.0.0.0 = every interface)"),
     FI("port", port, "8080", 0, 65535, "serve", "port (0 = any free port, printed at start)"),

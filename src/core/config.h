@@ -120,6 +120,7 @@ typedef struct pmt_config {
     double max_length_factor;       /* output limit = factor * source length + max_length_const */
     int max_length_const;
     int compute_type;               /* pmt_compute_type of decoding */
+    int shortlist;                  /* candidates per source piece of the vocabulary shortlist (0 = off) */
 
     /* ---- serve (`projmt serve`; --api-key stays the command's own: a
      * secret is never printed by --dump-config nor stored in a checkpoint) ---- */

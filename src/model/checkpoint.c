@@ -308,6 +308,7 @@ void pmt_checkpoint_free(pmt_checkpoint *ck) {
     free(ck->adam_m);
     free(ck->adam_v);
     free(ck->ema);
+    pmt_shortlist_free(ck->shortlist);
     memset(ck, 0, sizeof *ck);
 }
 
@@ -403,6 +404,8 @@ int pmt_checkpoint_load_model(const char *path, pmt_model *m, int max_rows, int 
     if ((ck.weights == PMT_WEIGHTS_INT8 && pmt_cpu_has_int8_dot()) ||
         (ck.weights == PMT_WEIGHTS_BF16 && pmt_cpu_has_bf16()))
         m->decode_weights = ck.weights;
+    m->shortlist = ck.shortlist;   /* the model owns it from here */
+    ck.shortlist = NULL;
     if (spm) {
         *spm = pmt_spm_load_buffer(ck.spm, ck.spm_size, inner, sizeof inner);
         if (!*spm) {

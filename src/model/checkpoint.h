@@ -43,6 +43,7 @@
 
 #include "core/config.h"
 #include "model/model.h"
+#include "model/shortlist.h"
 #include "data/spm.h"
 
 #define PMT_CHECKPOINT_VERSION 2
@@ -101,6 +102,7 @@ typedef struct pmt_checkpoint {
     int is_export;               /* read from an exported model file */
     int weights;                 /* pmt_weight_type the matrices were stored in (fp32 for checkpoints) */
     int params_are_ema;          /* params hold the moving average (exported so, or pmt_checkpoint_use_ema) */
+    pmt_shortlist *shortlist;    /* owned; the vocabulary shortlist of an exported file (NULL: none) */
 } pmt_checkpoint;
 
 /* Writes model m (its config, tensor table and parameters) with the given

@@ -13,6 +13,7 @@
  * for the largest batch; forward and backward never allocate.
  */
 #include "model/model.h"
+#include "model/shortlist.h"
 
 #include <math.h>
 #include <omp.h>
@@ -582,6 +583,7 @@ void pmt_model_free(pmt_model *m) {
     free(m->params16);
     free(m->grads);
     free(m->pos);
+    pmt_shortlist_free(m->shortlist);
     memset(m, 0, sizeof *m);
 }
 

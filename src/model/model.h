@@ -94,6 +94,8 @@ typedef struct pmt_model {
     pmt_model_activations *act;  /* arena */
     int decode_weights;          /* pmt_weight_type (model_file.h) the incremental decoder multiplies by:
                                   * the exported file's type for int8 (0 = fp32, the params) */
+    struct pmt_shortlist *shortlist; /* owned: the vocabulary shortlist of the file it was loaded from
+                                  * (model/shortlist.h; NULL: none; views have none) */
 } pmt_model;
 
 /* Builds the tensor table for cfg and vocab V, allocates params, grads and an

@@ -103,7 +103,7 @@ static void put_tensor(pmt_gzsink *s, const pmt_tensor *t, const float *w, pmt_w
 static void put_payload(pmt_gzsink *s, const pmt_checkpoint *ck, pmt_weight_type weights, int is_ema,
                         void *scratch) {
     pmt_gzsink_put(s, PMT_MODEL_FILE_MAGIC, 8);
-    pmt_gzsink_u32(s, PMT_MODEL_FILE_VERSION);
+    pmt_gzsink_u32(s, ck->shortlist ? PMT_MODEL_FILE_VERSION : PMT_MODEL_FILE_VERSION_PLAIN);
     pmt_gzsink_u32(s, (uint32_t)weights);
     pmt_gzsink_u32(s, is_ema ? FLAG_EMA : 0);
     pmt_gzsink_u64(s, strlen(ck->config_text));
@@ -120,6 +120,14 @@ static void put_payload(pmt_gzsink *s, const pmt_checkpoint *ck, pmt_weight_type
     for (int i = 0; i < ck->n_tensors; i++) {
         const pmt_tensor *t = &ck->tensors[i];
         put_tensor(s, t, ck->params + t->offset, storage_of(t, weights), scratch);
+    }
+    const pmt_shortlist *sl = ck->shortlist;
+    if (sl) {
+        pmt_gzsink_i32(s, sl->vocab_size);
+        pmt_gzsink_i32(s, sl->per_source);
+        pmt_gzsink_i32(s, sl->n_frequent);
+        pmt_gzsink_put(s, sl->frequent, (size_t)sl->n_frequent * sizeof *sl->frequent);
+        pmt_gzsink_put(s, sl->candidates, (size_t)sl->vocab_size * sl->per_source * sizeof *sl->candidates);
     }
 }
 
@@ -140,6 +148,11 @@ static int write_payload(pmt_gzstream *gz, void *user) {
 
 int pmt_model_file_export(const char *path, const pmt_checkpoint *ck, pmt_weight_type weights, int is_ema,
                           char *err, size_t errlen) {
+    if (ck->shortlist && ck->shortlist->vocab_size != ck->vocab_size) {
+        snprintf(err, errlen, "exporting '%s': the shortlist is for a vocabulary of %d pieces, the model has %d", path,
+                 ck->shortlist->vocab_size, ck->vocab_size);
+        return -1;
+    }
     size_t largest = 0;
     for (int i = 0; i < ck->n_tensors; i++)
         if (ck->tensors[i].size > largest) largest = ck->tensors[i].size;
@@ -165,15 +178,17 @@ static int get(source *s, void *p, size_t n, const char *what) { return pmt_reco
 static int get_header(source *s, pmt_checkpoint *ck, uint32_t *flags) {
     uint32_t version, weights;
     if (get(s, &version, sizeof version, "version") != 0) return -1;
-    if (version != PMT_MODEL_FILE_VERSION) {
-        snprintf(s->err, s->errlen, "model file '%s' has format version %u, but this projmt reads version %d "
-                 "(use the projmt that wrote it, or export it again)", s->path, version, PMT_MODEL_FILE_VERSION);
+    if (version != PMT_MODEL_FILE_VERSION && version != PMT_MODEL_FILE_VERSION_PLAIN) {
+        snprintf(s->err, s->errlen, "model file '%s' has format version %u, but this projmt reads versions %d "
+                 "and %d (use the projmt that wrote it, or export it again)", s->path, version,
+                 PMT_MODEL_FILE_VERSION_PLAIN, PMT_MODEL_FILE_VERSION);
         s->failed = 1;
         return -1;
     }
     if (get(s, &weights, sizeof weights, "weight type") != 0 || get(s, flags, sizeof *flags, "flags") != 0) return -1;
     if (weights > PMT_WEIGHTS_INT8 || (*flags & ~(uint32_t)FLAG_EMA)) return pmt_record_corrupt(s, "unknown weight type or flags");
     ck->weights = (int)weights;
+    ck->version = version;
     return 0;
 }
 
@@ -238,6 +253,33 @@ static int get_weights(source *s, pmt_checkpoint *ck, const uint32_t *storage) {
     return rc;
 }
 
+/* A version 2 file's shortlist, checked (model/shortlist.h) before use. */
+static int get_shortlist(source *s, pmt_checkpoint *ck) {
+    int32_t head[3];
+    if (get(s, head, sizeof head, "shortlist sizes") != 0) return -1;
+    if (head[0] != ck->vocab_size || head[1] < 1 || head[1] > PMT_SHORTLIST_MAX_PER_SOURCE || head[2] < 0 ||
+        head[2] > ck->vocab_size)
+        return pmt_record_corrupt(s, "shortlist sizes out of range (vocabulary %d for a model of %d, %d per source "
+                                  "piece, %d frequent)", head[0], ck->vocab_size, head[1], head[2]);
+    const uint64_t n = (uint64_t)head[2] + (uint64_t)head[0] * (uint64_t)head[1];
+    if (pmt_record_claim(s, n, sizeof(int32_t), "shortlist ids") != 0) return -1;
+    pmt_shortlist *sl = calloc(1, sizeof *sl);
+    if (!sl) return pmt_record_corrupt(s, "out of memory for the shortlist");
+    ck->shortlist = sl;
+    sl->vocab_size = head[0];
+    sl->per_source = head[1];
+    sl->n_frequent = head[2];
+    sl->frequent = malloc((size_t)(head[2] ? head[2] : 1) * sizeof *sl->frequent);
+    sl->candidates = malloc((size_t)head[0] * (size_t)head[1] * sizeof *sl->candidates);
+    if (!sl->frequent || !sl->candidates) return pmt_record_corrupt(s, "out of memory for the shortlist");
+    if (get(s, sl->frequent, (size_t)head[2] * sizeof *sl->frequent, "shortlist") != 0 ||
+        get(s, sl->candidates, (size_t)head[0] * (size_t)head[1] * sizeof *sl->candidates, "shortlist") != 0)
+        return -1;
+    char why[200];
+    if (pmt_shortlist_validate(sl, why, sizeof why) != 0) return pmt_record_corrupt(s, "%s", why);
+    return 0;
+}
+
 int pmt_model_file_read(pmt_gzstream *gz, const char *path, uint64_t budget, pmt_checkpoint *ck, char *err,
                         size_t errlen) {
     source s = {.gz = gz, .kind = "model file", .path = path, .budget = budget, .err = err, .errlen = errlen};
@@ -254,6 +296,7 @@ int pmt_model_file_read(pmt_gzstream *gz, const char *path, uint64_t budget, pmt
     if (rc == 0) rc = check_table(&s, ck, storage);
     if (rc == 0) rc = get_weights(&s, ck, storage);
     free(storage);
+    if (rc == 0 && ck->version == PMT_MODEL_FILE_VERSION) rc = get_shortlist(&s, ck);
     if (rc == 0) rc = pmt_record_get_trailer(&s);
     if (rc != 0) return -1;
     ck->params_are_ema = (flags & FLAG_EMA) != 0;

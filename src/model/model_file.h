@@ -24,7 +24,12 @@
  *     fp32: float w[size]
  *     bf16: uint16 w[size]             (top half of the fp32, rounded to nearest even)
  *     int8: float scale[rows]; int8 q[size]   (w[r][c] ≈ scale[r] * q[r][c])
+ *   version 2 only (a file with a vocabulary shortlist, model/shortlist.h):
+ *     int32 vocab_size (again); int32 per_source K; int32 n_frequent
+ *     int32 frequent[n_frequent]; int32 candidates[vocab_size * K]
  *   uint32   crc32 of every byte above (uncompressed); nothing may follow
+ * A file without a shortlist is written as version 1, so the projmt
+ * builds before shortlists still read it.
  * Matrices (rows > 1 and cols > 1: the linear weights and the embedding,
  * whose rows are the output rows of the tied logits) take the requested
  * type; vectors (biases, LayerNorm gains, log σ) stay fp32.
@@ -50,7 +55,8 @@
 #include "model/checkpoint.h"
 #include "nn/gemm.h"
 
-#define PMT_MODEL_FILE_VERSION 1
+#define PMT_MODEL_FILE_VERSION 2      /* the newest version read and written */
+#define PMT_MODEL_FILE_VERSION_PLAIN 1 /* the version of a file without a shortlist */
 #define PMT_MODEL_FILE_MAGIC "PMTMODEL"
 
 typedef enum { PMT_WEIGHTS_FP32 = 0, PMT_WEIGHTS_BF16 = 1, PMT_WEIGHTS_INT8 = 2 } pmt_weight_type;
@@ -61,15 +67,16 @@ const char *pmt_weight_type_name(pmt_weight_type t);
 
 /* Writes ck's config text, SentencePiece bytes, tensor table and parameters
  * (ck->params as they are: pmt_checkpoint_use_ema first to export the
- * average) with matrices in the given type. is_ema is recorded in the flags.
+ * average) with matrices in the given type, and ck->shortlist when set
+ * (its vocabulary must be ck's). is_ema is recorded in the flags.
  * Atomic; 0, or -1 with a message naming the file. */
 int pmt_model_file_export(const char *path, const pmt_checkpoint *ck, pmt_weight_type weights, int is_ema,
                           char *err, size_t errlen);
 
 /* Reads the rest of an exported file from gz, whose 8-byte magic has been
  * read already, into ck (zeroed by the caller): config, SentencePiece bytes,
- * tensor table, dequantised parameters; ck->weights and ck->params_are_ema
- * say what it held. budget is the most bytes the file can inflate to
+ * tensor table, dequantised parameters, and the shortlist of a version 2
+ * file (ck->shortlist); ck->weights and ck->params_are_ema say what it held. budget is the most bytes the file can inflate to
  * (pmt_gzstream_inflate_bound): no count that needs more is believed, so
  * nothing is allocated for it. Verifies the version, bounds, the CRC and
  * the end of the stream. 0, or -1 with a message naming path. */

@@ -602,8 +602,11 @@ static int build_info(pmt_server *s, char *err, size_t errlen) {
     /* The CPU as the products see it, and what they multiply with on it. */
     char compute[512];
     pmt_model_describe_compute(m, compute, sizeof compute);
+    /* The vocabulary shortlist decoding uses (candidates 0: none) and whether the model has one. */
     if (info && (json_object_set_new(info, "cpu_isa", json_string(pmt_cpu_isa_name())) != 0 ||
-                 json_object_set_new(info, "compute", json_string(compute)) != 0)) {
+                 json_object_set_new(info, "compute", json_string(compute)) != 0 ||
+                 json_object_set_new(info, "shortlist", json_pack("{s:i,s:b}", "candidates", s->tr.opt.shortlist,
+                                                                  "in_model", m->shortlist != NULL)) != 0)) {
         json_decref(info);
         info = NULL;
     }

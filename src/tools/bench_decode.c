@@ -95,7 +95,7 @@ static int time_run(pmt_search *search, const pmt_decode_options *opt, const ben
 }
 
 int pmt_bench_decode(pmt_model *m, const pmt_spm *spm, const char *src_text, int n_sentences, int batch,
-                     pmt_bench_decode_report *rep, char *err, size_t errlen) {
+                     int shortlist, pmt_bench_decode_report *rep, char *err, size_t errlen) {
     enum { BEAM = 4 };
     memset(rep, 0, sizeof *rep);
     if (n_sentences < 1 || batch < 1) {
@@ -127,6 +127,8 @@ int pmt_bench_decode(pmt_model *m, const pmt_spm *spm, const char *src_text, int
     pmt_decode_options limits;
     pmt_decode_options_from_config(&limits, &m->cfg);
     limits.n_best = 1;
+    limits.shortlist = shortlist;
+    rep->shortlist = shortlist;
     pmt_decode_options capped = limits;
     capped.max_length_factor = 1.1;
     capped.max_length_const = 2;
@@ -161,8 +163,10 @@ fail:
 }
 
 void pmt_bench_decode_print(FILE *out, const char *title, const pmt_bench_decode_report *rep) {
-    fprintf(out, "decode %s (%s weights): %s (%ld source words, %ld source tokens), batch %d\n", title, rep->weights,
-            rep->source, rep->src_words, rep->src_tokens, rep->batch);
+    char shortlist[48] = "";
+    if (rep->shortlist > 0) snprintf(shortlist, sizeof shortlist, ", shortlist %d", rep->shortlist);
+    fprintf(out, "decode %s (%s weights%s): %s (%ld source words, %ld source tokens), batch %d\n", title, rep->weights,
+            shortlist, rep->source, rep->src_words, rep->src_tokens, rep->batch);
     for (int k = 0; k < PMT_BENCH_DECODE_RUNS; k++) {
         const pmt_bench_decode_run *r = &rep->run[k];
         fprintf(out, "  %-16s %8.1f sentences/s %9.0f source words/s %9.0f output tokens/s  (%ld tokens, %.2f s)\n",

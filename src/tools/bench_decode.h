@@ -40,17 +40,19 @@ typedef struct pmt_bench_decode_report {
     char source[PMT_PATH_MAX + 64];   /* where the sentences came from */
     int sentences, batch;
     const char *weights;     /* what the decoder multiplies by: "fp32" | "bf16" | "int8" (--compute-type) */
+    int shortlist;           /* candidates per source piece of the vocabulary shortlist (0: none) */
     long src_tokens;
     long src_words;          /* whitespace-separated words of the source lines */
     pmt_bench_decode_run run[PMT_BENCH_DECODE_RUNS];
 } pmt_bench_decode_report;
 
 /* Decodes n_sentences (batch per search call) with greedy and beam-4 search,
- * capped and with the config limits. spm and src_text may be NULL (synthetic
+ * capped and with the config limits, over the whole vocabulary (shortlist
+ * 0) or the model's shortlist with that many candidates per source piece. spm and src_text may be NULL (synthetic
  * sources). m's encoder arena must hold at least one max_len sentence.
  * Returns 0, or -1 with err. */
 int pmt_bench_decode(pmt_model *m, const pmt_spm *spm, const char *src_text, int n_sentences, int batch,
-                     pmt_bench_decode_report *rep, char *err, size_t errlen);
+                     int shortlist, pmt_bench_decode_report *rep, char *err, size_t errlen);
 
 /* One line per run, titled (e.g. "standard"). */
 void pmt_bench_decode_print(FILE *out, const char *title, const pmt_bench_decode_report *rep);

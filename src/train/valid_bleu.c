@@ -73,6 +73,7 @@ static int build_translator(pmt_valid_bleu *v, const pmt_config *cfg, char *err,
     pmt_decode_options opt;
     pmt_decode_options_from_config(&opt, cfg);
     opt.beam_size = opt.n_best = 1;
+    opt.shortlist = 0;   /* a model in training has none; validation is exact */
     int batch = v->n < VALID_BATCH ? v->n : VALID_BATCH;
     if (pmt_translator_init(&v->tr, &model, spm, &opt, batch, inner, sizeof inner) != 0) {
         snprintf(err, errlen, "validation BLEU/chrF: %s", inner);

@@ -115,6 +115,7 @@ void pmt_decode_options_from_config(pmt_decode_options *o, const pmt_config *cfg
     o->max_length_factor = cfg->max_length_factor;
     o->max_length_const = cfg->max_length_const;
     o->compute_type = cfg->compute_type;
+    o->shortlist = cfg->shortlist;
 }
 
 int pmt_search_max_output(const pmt_model *m, const pmt_decode_options *opt, int src_len) {
@@ -245,7 +246,8 @@ enum { TOP_BLOCK = 64 };
  * block runs the scalar scan, so the list is the one the plain scan gives. */
 static int row_top_tokens(const pmt_decoder *d, int r, int k, candidate *top) {
     const float *lg = pmt_decoder_logits_row(d, r);
-    const int V = d->m->V;
+    const int V = d->n_vocab;
+    const int32_t *ids = d->shortlisted ? d->vocab_ids : NULL;   /* column → token (increasing) */
     int n = 0;
     float worst = -INFINITY;    /* logit of top[k-1] once the list is full */
     for (int v0 = 0; v0 < V; v0 += TOP_BLOCK) {
@@ -257,8 +259,9 @@ static int row_top_tokens(const pmt_decoder *d, int r, int k, candidate *top) {
             if (!enters) continue;
         }
         for (int v = v0; v < v1; v++) {
-            if (v == PMT_PAD_ID || v == PMT_BOS_ID || (n == k && lg[v] <= worst)) continue;
-            candidate c = {lg[v], r, v};
+            const int32_t token = ids ? ids[v] : v;
+            if (token == PMT_PAD_ID || token == PMT_BOS_ID || (n == k && lg[v] <= worst)) continue;
+            candidate c = {lg[v], r, token};
             top_insert(top, &n, k, c);
             if (n == k) worst = (float)top[k - 1].score;
         }
@@ -420,6 +423,7 @@ static int decode_lane(pmt_search *s, search_lane *ln, const pmt_decode_options 
         if (ln->max_out[count] + 1 > cap) cap = ln->max_out[count] + 1;
         count++;
     }
+    d->shortlist_k = opt->shortlist;
     if (pmt_decoder_start(d, ln->src_pad, ln->src_len, count, S, opt->beam_size, cap, ln->err, sizeof ln->err) != 0)
         return -1;
     run_ctx x = {d, p, ln, opt, s->max_beam, s->m->max_len, opt->beam_size, cap};
@@ -485,9 +489,23 @@ static void sort_by_length(int *order, const int *src_len, int n) {
     }
 }
 
+int pmt_search_check_shortlist(const pmt_model *m, const pmt_decode_options *opt, char *err, size_t errlen) {
+    if (opt->shortlist < 0) {
+        snprintf(err, errlen, "search: shortlist must be >= 0 (got %d)", opt->shortlist);
+        return -1;
+    }
+    if (opt->shortlist > 0 && !m->shortlist) {
+        snprintf(err, errlen, "shortlist %d asked for, but the model carries no vocabulary shortlist (export it "
+                 "with `projmt export --shortlist`, or use shortlist 0)", opt->shortlist);
+        return -1;
+    }
+    return 0;
+}
+
 static int check_options(const pmt_search *s, const pmt_decode_options *opt, const int *src_len, int n,
                          char *err, size_t errlen) {
     const int max_src = s->m->max_len - 1;
+    if (pmt_search_check_shortlist(s->m, opt, err, errlen) != 0) return -1;
     if (opt->beam_size < 1 || opt->beam_size > s->max_beam) {
         snprintf(err, errlen, "search: beam size %d out of range [1, %d]", opt->beam_size, s->max_beam);
         return -1;

@@ -28,9 +28,12 @@ typedef struct pmt_decode_options {
     double max_length_factor;    /* output limit = factor * source tokens + const, */
     int max_length_const;        /*   capped at m->max_len - 1 (tokens before EOS) */
     int compute_type;            /* pmt_compute_type: applied when a model is loaded (translator.h) */
+    int shortlist;               /* 0: the whole vocabulary; k > 0: each batch's logits over its sources'
+                                    first k shortlist candidates and the frequent pieces (the model must
+                                    carry a shortlist: model/shortlist.h, translate/decoder.h) */
 } pmt_decode_options;
 
-/* Copies the translation keys of cfg (beam_size, n_best, normalize, max_length_*, compute_type). */
+/* Copies the translation keys of cfg (beam_size, n_best, normalize, max_length_*, compute_type, shortlist). */
 void pmt_decode_options_from_config(pmt_decode_options *o, const pmt_config *cfg);
 
 typedef struct pmt_hypothesis {
@@ -68,6 +71,9 @@ void pmt_search_free(pmt_search *s);
  * arena. Returns 0, or -1 with err (bad options or sizes). */
 int pmt_search_run(pmt_search *s, const pmt_decode_options *opt, const int32_t *const *src,
                    const int *src_len, int n, pmt_nbest *out, char *err, size_t errlen);
+
+/* Whether m can decode with opt's shortlist (0: always). 0, or -1 with err. */
+int pmt_search_check_shortlist(const pmt_model *m, const pmt_decode_options *opt, char *err, size_t errlen);
 
 /* The output length limit (tokens before EOS) for a source of src_len ids. */
 int pmt_search_max_output(const pmt_model *m, const pmt_decode_options *opt, int src_len);

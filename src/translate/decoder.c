@@ -64,29 +64,41 @@ static const struct pmt_lowp_matrix *find_lowp(const pmt_decoder *d, const float
 /* Rows a product of the decoder may have: a step's, or an encoder pass's. */
 static int lowp_rows(const pmt_decoder *d) { return d->max_rows > d->m->max_rows ? d->max_rows : d->m->max_rows; }
 
-/* Lowers rows [0, rows) of the tensor starting at w, once. 0, or -1 with err. */
-static int lower_matrix(pmt_decoder *d, const float *w, int rows, int with_bias, char *err, size_t errlen) {
-    if (find_lowp(d, w)) return 0;   /* the embedding serves every step */
-    const pmt_tensor *t = &d->m->tensors[tensor_at(d->m, w)];
-    assert(w >= d->m->params + t->offset && w + (size_t)rows * t->cols <= d->m->params + t->offset + t->size);
-    struct pmt_lowp_matrix *lm = &d->lowp[d->n_lowp++];
+/* The low-precision form of w [rows, cols] into lm (zeroed). 0, or -1 with err. */
+static int lower_into(const pmt_decoder *d, struct pmt_lowp_matrix *lm, const float *w, int rows, int cols,
+                      int with_bias, char *err, size_t errlen) {
     lm->w = w;
     lm->rows = rows;
     if (d->m->decode_weights == PMT_WEIGHTS_BF16) {
-        lm->bf16 = pmt_bf16_matmul_init(w, t->cols, rows, with_bias, err, errlen);
+        lm->bf16 = pmt_bf16_matmul_init(w, cols, rows, with_bias, err, errlen);
         return lm->bf16 ? 0 : -1;
     }
-    int8_t *wq = malloc((size_t)rows * t->cols);
+    int8_t *wq = malloc((size_t)rows * cols);
     lm->q8_scale = malloc((size_t)rows * sizeof(float));
     if (!wq || !lm->q8_scale) {
         free(wq);
         snprintf(err, errlen, "decoder: out of memory for int8 weights");
         return -1;
     }
-    pmt_int8_quantize_rows(wq, lm->q8_scale, w, rows, t->cols);
-    lm->q8 = pmt_int8_matmul_init(wq, t->cols, rows, lowp_rows(d), err, errlen);
+    pmt_int8_quantize_rows(wq, lm->q8_scale, w, rows, cols);
+    lm->q8 = pmt_int8_matmul_init(wq, cols, rows, lowp_rows(d), err, errlen);
     free(wq);
     return lm->q8 ? 0 : -1;
+}
+
+static void lowp_matrix_free(struct pmt_lowp_matrix *lm) {
+    pmt_int8_matmul_free(lm->q8);
+    free(lm->q8_scale);
+    pmt_bf16_matmul_free(lm->bf16);
+    memset(lm, 0, sizeof *lm);
+}
+
+/* Lowers rows [0, rows) of the tensor starting at w, once. 0, or -1 with err. */
+static int lower_matrix(pmt_decoder *d, const float *w, int rows, int with_bias, char *err, size_t errlen) {
+    if (find_lowp(d, w)) return 0;   /* the embedding serves every step */
+    const pmt_tensor *t = &d->m->tensors[tensor_at(d->m, w)];
+    assert(w >= d->m->params + t->offset && w + (size_t)rows * t->cols <= d->m->params + t->offset + t->size);
+    return lower_into(d, &d->lowp[d->n_lowp++], w, rows, t->cols, with_bias, err, errlen);
 }
 
 /* Lowers a linear layer's matrix (NULL: the site has none, projection). */
@@ -143,15 +155,13 @@ static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
         snprintf(err, errlen, "decoder: out of memory for the bf16 scratchpad");
         rc = -1;
     }
+    if (rc == 0) d->bf16_pad_bytes = pad;
     return rc;
 }
 
 static void free_lowp(pmt_decoder *d) {
-    for (int i = 0; d->lowp && i < d->n_lowp; i++) {
-        pmt_int8_matmul_free(d->lowp[i].q8);
-        free(d->lowp[i].q8_scale);
-        pmt_bf16_matmul_free(d->lowp[i].bf16);
-    }
+    for (int i = 0; d->lowp && i < d->n_lowp; i++) lowp_matrix_free(&d->lowp[i]);
+    if (d->vocab_lowp) lowp_matrix_free(d->vocab_lowp);
     free(d->lowp);
     free(d->q8_scratch.xq);
     free(d->q8_scratch.x_scale);
@@ -166,13 +176,17 @@ static void free_lowp(pmt_decoder *d) {
  * a shape on this CPU) leaves NaN and records the failure on this thread
  * (nn/gemm.h); pmt_decoder_start and the steps take it when they end, so
  * the return value is that record's, not lost. */
-static void linear_rows(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
-                        int IN, int OUT) {
-    const struct pmt_lowp_matrix *lm = find_lowp(d, w);
+static void linear_with(const pmt_decoder *d, const struct pmt_lowp_matrix *lm, float *out, const float *in,
+                        const float *w, const float *b, int N, int IN, int OUT) {
     assert(!lm || lm->rows == OUT);
     if (lm && lm->q8) (void)linear_forward_int8_packed(out, in, lm->q8, lm->q8_scale, b, N, &d->q8_scratch);
     else if (lm && lm->bf16) (void)linear_forward_bf16(out, in, lm->bf16, b, N, d->bf16_scratch, d->bf16_pad);
     else linear_forward(out, in, w, b, N, IN, OUT);
+}
+
+static void linear_rows(const pmt_decoder *d, float *out, const float *in, const float *w, const float *b, int N,
+                        int IN, int OUT) {
+    linear_with(d, find_lowp(d, w), out, in, w, b, N, IN, OUT);
 }
 
 /* pmt_linear_hook of the encoder passes: the same products. */
@@ -293,6 +307,14 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
         ok = d->qkv && d->mean && d->rstd && d->lse && d->h && d->attn_probs && d->logits && d->gather_in &&
              d->gather_out && d->live_rows && d->logit_slot;
     }
+    if (ok && m->shortlist) {
+        d->vocab_ids = calloc((size_t)m->V, sizeof *d->vocab_ids);
+        d->vocab_col = calloc((size_t)m->V, sizeof *d->vocab_col);
+        d->vocab_w = alloc_floats((size_t)m->V * C);
+        d->vocab_lowp = calloc(1, sizeof *d->vocab_lowp);
+        ok = d->vocab_ids && d->vocab_col && d->vocab_w && d->vocab_lowp;
+    }
+    d->n_vocab = m->V;
     if (ok && m->decode_weights != PMT_WEIGHTS_FP32 && init_lowp(d, err, errlen) != 0) {
         pmt_decoder_free(d);
         return -1;
@@ -322,6 +344,7 @@ void pmt_decoder_free(pmt_decoder *d) {
     free(d->x); free(d->ln); free(d->qkv); free(d->att); free(d->sub);
     free(d->mean); free(d->rstd); free(d->lse); free(d->h); free(d->attn_probs); free(d->logits);
     free(d->gather_in); free(d->gather_out); free(d->live_rows); free(d->logit_slot);
+    free(d->vocab_ids); free(d->vocab_col); free(d->vocab_w); free(d->vocab_lowp);
     memset(d, 0, sizeof *d);
 }
 
@@ -347,6 +370,49 @@ static int start_batch(pmt_decoder *d, const int32_t *src_len, int n_sent, int S
     return 0;
 }
 
+/* The batch's output vocabulary: all of it, or with d->shortlist_k > 0 the
+ * shortlist's union for these sources (model/shortlist.h), whose rows of
+ * the output embedding are gathered (and lowered, for int8 or bf16
+ * weights: per-row quantisation gives a gathered row the values of the
+ * whole matrix's). 0, or -1 with err. */
+static int start_vocabulary(pmt_decoder *d, const int32_t *src, char *err, size_t errlen) {
+    const pmt_model *m = d->m;
+    d->shortlisted = 0;
+    d->n_vocab = m->V;
+    if (d->shortlist_k <= 0) return 0;
+    if (!m->shortlist || !d->vocab_ids) {
+        snprintf(err, errlen, "decoder: a shortlist of %d candidates was asked for, but the model carries no "
+                 "shortlist (export it with --shortlist)", d->shortlist_k);
+        return -1;
+    }
+    const int n = pmt_shortlist_batch(m->shortlist, d->shortlist_k, src, d->src_len, d->n_sent, d->S, d->vocab_ids,
+                                      d->vocab_col);
+    const size_t C = (size_t)m->C;
+    for (int c = 0; c < n; c++)
+        memcpy(d->vocab_w + (size_t)c * C, m->wte + (size_t)d->vocab_ids[c] * C, C * sizeof(float));
+    lowp_matrix_free(d->vocab_lowp);
+    if (m->decode_weights != PMT_WEIGHTS_FP32) {
+        if (lower_into(d, d->vocab_lowp, d->vocab_w, n, m->C, 0, err, errlen) != 0) {
+            lowp_matrix_free(d->vocab_lowp);
+            return -1;
+        }
+        const size_t pad = d->vocab_lowp->bf16 ? pmt_bf16_matmul_scratchpad_bytes(d->vocab_lowp->bf16) : 0;
+        if (pad > d->bf16_pad_bytes) {
+            void *bigger = aligned_alloc(64, (pad + 63) & ~(size_t)63);
+            if (!bigger) {
+                snprintf(err, errlen, "decoder: out of memory for the bf16 scratchpad");
+                return -1;
+            }
+            free(d->bf16_pad);
+            d->bf16_pad = bigger;
+            d->bf16_pad_bytes = pad;
+        }
+    }
+    d->n_vocab = n;
+    d->shortlisted = 1;
+    return 0;
+}
+
 /* Cross-attention keys/values of d->enc_out, once per batch. */
 static void cross_keys_values(pmt_decoder *d) {
     const pmt_model *m = d->m;
@@ -367,7 +433,9 @@ int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len
                  S, m->max_rows);
         return -1;
     }
-    if (start_batch(d, src_len, n_sent, S, beam, cap, err, errlen) != 0) return -1;
+    if (start_batch(d, src_len, n_sent, S, beam, cap, err, errlen) != 0 ||
+        start_vocabulary(d, src, err, errlen) != 0)
+        return -1;
     const pmt_linear_hook hook = {encoder_linear, d};
     const pmt_linear_hook *lowp = d->lowp ? &hook : NULL;
     if (d->encoder) {
@@ -500,14 +568,17 @@ const float *pmt_decoder_step_live(pmt_decoder *d, const int32_t *tokens, const 
     layernorm_forward(d->ln, d->mean, d->rstd, d->x, m->dec_ln_w, m->dec_ln_b, R, C);
     /* Logits (the widest product of a step) of the live rows only, in
      * live-row order: row r's are at logit_slot[r]; with int8 weights their
-     * normaliser is taken as each row is written. */
-    const struct pmt_lowp_matrix *lm = find_lowp(d, m->wte);
+     * normaliser is taken as each row is written. Over the batch's
+     * vocabulary: all of it, or its shortlist's rows. */
+    const float *w_out = d->shortlisted ? d->vocab_w : m->wte;
+    const struct pmt_lowp_matrix *lm = d->shortlisted ? (d->vocab_lowp->w ? d->vocab_lowp : NULL) : find_lowp(d, m->wte);
     if (lm && lm->q8) {
         const pmt_int8_rows how = {d->n_live == R ? NULL : d->live_rows, NULL, PMT_INT8_STORE, d->lse};
         (void)linear_forward_int8_rows(d->logits, d->ln, lm->q8, lm->q8_scale, NULL, d->n_live, &d->q8_scratch, &how);
     } else {
-        linear_rows(d, d->logits, d->n_live == R ? d->ln : gather_live(d, d->ln, C), m->wte, NULL, d->n_live, C, m->V);
-        logsumexp_rows(d->lse, d->logits, d->n_live, m->V);
+        linear_with(d, lm, d->logits, d->n_live == R ? d->ln : gather_live(d, d->ln, C), w_out, NULL, d->n_live, C,
+                    d->n_vocab);
+        logsumexp_rows(d->lse, d->logits, d->n_live, d->n_vocab);
     }
     char why[256];
     if (pmt_gemm_take_error(why, sizeof why) != 0) {
@@ -524,11 +595,14 @@ const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens) {
 
 const float *pmt_decoder_logits_row(const pmt_decoder *d, int r) {
     assert(r >= 0 && r < d->rows && d->logit_slot[r] >= 0);
-    return d->logits + (size_t)d->logit_slot[r] * d->m->V;
+    return d->logits + (size_t)d->logit_slot[r] * d->n_vocab;
 }
 
 double pmt_decoder_logprob(const pmt_decoder *d, int r, int id) {
-    return (double)pmt_decoder_logits_row(d, r)[id] - (double)d->lse[d->logit_slot[r]];
+    assert(id >= 0 && id < d->m->V);
+    const int col = d->shortlisted ? d->vocab_col[id] : id;
+    if (col < 0) return -INFINITY;   /* outside the batch's shortlist */
+    return (double)pmt_decoder_logits_row(d, r)[col] - (double)d->lse[d->logit_slot[r]];
 }
 
 /* Moves sentence rows of a [n_sent, S, C] buffer down to their kept slots

@@ -22,7 +22,9 @@
  * Ownership: a pmt_decoder borrows its pmt_model (which must outlive it) and
  * owns every buffer it allocates in pmt_decoder_init, released by
  * pmt_decoder_free. Nothing allocates after init, but for an int8 matmul's
- * primitive of a row count it has not multiplied yet (built once, nn/gemm.h).
+ * primitive of a row count it has not multiplied yet (built once, nn/gemm.h)
+ * and, in a shortlisted batch with int8 or bf16 weights, the low-precision
+ * form of that batch's output rows (built at each start, freed at the next).
  */
 #ifndef PROJMT_DECODER_H
 #define PROJMT_DECODER_H
@@ -81,7 +83,7 @@ typedef struct pmt_decoder {
     float *x, *ln, *mean, *rstd, *att, *sub, *h;
     float *qkv;                  /* [max_rows, 3C]: self-attention q | k | v; cross-attention q [rows, C] */
     float *attn_probs;           /* [max_rows, NH, max_len] */
-    float *logits;               /* [max_rows, V] output logits of the last step's live rows */
+    float *logits;               /* [max_rows, V] output logits of the last step's live rows (n_vocab a row) */
     float *lse;                  /* [max_rows] their log-normaliser: log p = logit − lse */
     /* The last step's live rows (pmt_decoder_step_live): their list, the
      * slot of each row's logits (-1: not live), and the gather/scatter
@@ -107,6 +109,22 @@ typedef struct pmt_decoder {
     pmt_int8_scratch q8_scratch;
     uint16_t *bf16_scratch;      /* [rows, max(C, F)] */
     void *bf16_pad;              /* the bf16 matmuls' scratchpad (the largest of theirs; NULL if none) */
+    size_t bf16_pad_bytes;       /* bf16_pad's size */
+
+    /* The vocabulary shortlist (model/shortlist.h). shortlist_k is the
+     * caller's (0 by default: the whole vocabulary): with k > 0 every
+     * pmt_decoder_start computes the logits of its batch over the union of
+     * its sources' first k candidates and the frequent pieces only (the
+     * model must carry a shortlist). The batch's output vocabulary is
+     * n_vocab columns; when shortlisted, column c is token vocab_ids[c]
+     * and token v is column vocab_col[v] (-1: not in the list), whose
+     * output-embedding rows are vocab_w [n_vocab, C] (vocab_lowp their
+     * low-precision form). The arrays exist iff the model has a shortlist. */
+    int shortlist_k;
+    int shortlisted, n_vocab;
+    int32_t *vocab_ids, *vocab_col;   /* [V] each */
+    float *vocab_w;                   /* [V, C] */
+    struct pmt_lowp_matrix *vocab_lowp;  /* one, allocated with the arrays */
     char error[320];             /* why the last step returned NULL */
 } pmt_decoder;
 
@@ -126,7 +144,8 @@ int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len
                       int beam, int cap, char *err, size_t errlen);
 
 /* Feeds one token per row at position d->t (BOS first) and returns the
- * next-token logits [rows, V] (d->logits; d->lse their log-normalisers;
+ * next-token logits [rows, n_vocab] (d->logits, over the batch's
+ * vocabulary: V, or the shortlisted columns; d->lse their log-normalisers;
  * all rows are live), or NULL when a product failed (d->error says why;
  * the batch cannot go on, pmt_decoder_start begins another).
  * Caller guarantees d->t < d->cap. */
@@ -142,10 +161,12 @@ const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens);
  * [n_live, V]; pmt_decoder_logits_row finds a row's. */
 const float *pmt_decoder_step_live(pmt_decoder *d, const int32_t *tokens, const int32_t *live);
 
-/* The logits [V] of live row r of the last step. */
+/* The logits [n_vocab] of live row r of the last step (column c is token
+ * c, or vocab_ids[c] when the batch is shortlisted). */
 const float *pmt_decoder_logits_row(const pmt_decoder *d, int r);
 
-/* Log-probability of token `id` in (live) row r of the last step. */
+/* Log-probability of token `id` (< V) in (live) row r of the last step:
+ * −INFINITY when a shortlisted batch cannot output it. */
 double pmt_decoder_logprob(const pmt_decoder *d, int r, int id);
 
 /* Rearranges the batch after a search step: the kept sentences keep[0..n_keep)

@@ -44,7 +44,9 @@ int pmt_translator_init(pmt_translator *t, pmt_model *model, pmt_spm *spm, const
     t->opt = *opt;
     t->max_batch = max_batch < 1 ? 1 : max_batch;
     const size_t nb = (size_t)t->max_batch;
-    if (pmt_search_init(&t->search, &t->model, t->max_batch, opt->beam_size, err, errlen) != 0) goto fail;
+    if (pmt_search_check_shortlist(&t->model, opt, err, errlen) != 0 ||
+        pmt_search_init(&t->search, &t->model, t->max_batch, opt->beam_size, err, errlen) != 0)
+        goto fail;
     t->ids = malloc(nb * (size_t)t->model.max_len * sizeof *t->ids);
     t->lens = calloc(nb, sizeof *t->lens);
     t->ptrs = calloc(nb, sizeof *t->ptrs);
@@ -92,6 +94,7 @@ int pmt_translator_set_options(pmt_translator *t, const pmt_decode_options *opt,
         snprintf(err, errlen, "n-best (%d) must be in [1, beam size (%d)]", opt->n_best, opt->beam_size);
         return -1;
     }
+    if (pmt_search_check_shortlist(&t->model, opt, err, errlen) != 0) return -1;
     if (opt->beam_size > t->search.max_beam) {
         pmt_search bigger;
         char **texts = calloc((size_t)t->max_batch * opt->beam_size, sizeof *texts);

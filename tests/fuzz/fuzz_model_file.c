@@ -4,11 +4,13 @@
  * files that start with the "PMTMODEL" magic: the harness puts the magic in
  * front of the input after its framing byte (fuzz_common.h), so no mutation
  * is spent on the magic and every input reaches the header, the tensor
- * table with its storage types, the fp32/bf16/int8 weights and the trailer.
+ * table with its storage types, the fp32/bf16/int8 weights, a version 2
+ * file's vocabulary shortlist and the trailer.
  *
  * Property: the loader returns 0 or -1 with a message, never crashes, leaks
  * or allocates more than the file can describe; a loaded file is marked as
- * an export and its tensor table covers exactly its parameters.
+ * an export, its tensor table covers exactly its parameters, and a
+ * shortlist it carries passes the shortlist's own checks for its vocabulary.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +41,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (pmt_checkpoint_load(&ck, path, err, sizeof err) == 0) {
         const pmt_tensor *last = &ck.tensors[ck.n_tensors - 1];
         if (!ck.is_export || last->offset + last->size != ck.n_params) abort();
+        if (ck.shortlist && (ck.shortlist->vocab_size != ck.vocab_size ||
+                             pmt_shortlist_validate(ck.shortlist, err, sizeof err) != 0))
+            abort();
         pmt_checkpoint_free(&ck);
     } else if (err[0] == '\0') {
         abort();   /* a failure must say why */

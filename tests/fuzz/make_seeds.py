@@ -50,13 +50,15 @@ def checkpoint_body(flags, version=1):
     return with_crc(body)
 
 
-def model_file_body(weights, flags=0):
+def model_file_body(weights, flags=0, shortlist=False):
     """An exported model file (model/model_file.h) of weight type `weights`
     (0 fp32, 1 bf16, 2 int8) without its 8-byte magic, which the harness of
     fuzz_model_file puts in front: a 2x3 matrix, stored in that type, and a
-    3-vector, always fp32; the crc32 is fixed up by the framing."""
+    3-vector, always fp32; with `shortlist`, format version 2 and a
+    vocabulary shortlist of 2 candidates per piece; the crc32 is fixed up by
+    the framing."""
     config = b"[model]\nd_model = 4\nn_heads = 2\nmax_len = 8\n"
-    body = struct.pack("<III", 1, weights, flags)
+    body = struct.pack("<III", 2 if shortlist else 1, weights, flags)
     body += struct.pack("<Q", len(config)) + config + struct.pack("<Q", 0)
     body += struct.pack("<ii", 4, 2)
     body += b"tok_embedding".ljust(64, b"\0") + struct.pack("<iiQQI", 2, 3, 0, 6, weights)
@@ -69,6 +71,8 @@ def model_file_body(weights, flags=0):
     else:
         body += struct.pack("<2f", 2 / 127, 3 / 127) + struct.pack("<6b", 32, -64, 127, 0, 11, 127)
     body += struct.pack("<3f", 1, 1, 1)
+    if shortlist:   # vocabulary 4, 2 per source piece, 1 frequent; -1 ends a row
+        body += struct.pack("<iii", 4, 2, 1) + struct.pack("<i", 3) + struct.pack("<8i", 1, 2, 0, -1, 3, 3, -1, -1)
     return body + b"\0\0\0\0"
 
 
@@ -100,6 +104,7 @@ def main():
     for weights, name in ((0, "fp32"), (1, "bf16"), (2, "int8")):
         write("model_file", name, bytes([FRAME_GZIP_CRC]) + model_file_body(weights))
     write("model_file", "int8-ema", bytes([FRAME_GZIP_CRC]) + model_file_body(2, flags=1))
+    write("model_file", "int8-shortlist", bytes([FRAME_GZIP_CRC]) + model_file_body(2, shortlist=True))
     write("corpus", "three-pairs", bytes([FRAME_GZIP_CRC]) + corpus_body([([5, 6, 7], [8, 9]), ([], [4]), ([10], [11, 12, 13])]))
     write("corpus", "empty", bytes([FRAME_GZIP_CRC]) + corpus_body([]))
     write("corpus", "raw-gzip-text", bytes([FRAME_RAW]) + zlib.compress(b"hello"))
