@@ -4,7 +4,8 @@
 # /health, /metrics, /info with the model card's score rows, the page),
 # translations equal to `projmt translate` on the same lines (string,
 # array, multi-line, beam 1, alternatives = n-best), the cross-attention
-# field, every error case (bad JSON, missing fields, language pair, format,
+# field (a text of several sentences: each one's in its own block), every
+# error case (bad JSON, missing fields, language pair, format,
 # beam and alternatives ranges, sentences and characters per request, body
 # size by Content-Length and chunked, invalid UTF-8 repaired with a
 # warning, 404/405, paths that would reach files), the API key, a slow
@@ -110,6 +111,34 @@ check "attention: 2 heads x (output + </s>) x (source + </s>) ($shape)" \
 check "attention: rows end in </s>" test "$(jget "$TMP/body" "d['attention']['source'][-1] + d['attention']['target'][-1]")" = "</s></s>"
 check "attention: every row sums to 1" \
     test "$(jget "$TMP/body" "all(abs(sum(r) - 1) < 2e-3 for h in d['attention']['weights'] for r in h)")" = True
+# A text of two sentences (cut by the server): each one's attention, in its
+# own block of one matrix, zeros elsewhere (it was translated by itself).
+req POST /translate "${JSON[@]}" -d '{"q": "Where is the station? The cat sleeps.", "source": "en", "target": "es", "attention": true}'
+cp "$TMP/body" "$TMP/att_both.json"
+req POST /translate "${JSON[@]}" -d '{"q": "Where is the station?", "source": "en", "target": "es", "attention": true}'
+cp "$TMP/body" "$TMP/att_one.json"
+req POST /translate "${JSON[@]}" -d '{"q": "The cat sleeps.", "source": "en", "target": "es", "attention": true}'
+cp "$TMP/body" "$TMP/att_two.json"
+blocks=$(python3 - "$TMP/att_both.json" "$TMP/att_one.json" "$TMP/att_two.json" <<'PY'
+import json, sys
+both, one, two = (json.load(open(f, encoding="utf-8"))["attention"] for f in sys.argv[1:])
+S1, T1 = len(one["source"]), len(one["target"])
+bad = []
+if both["source"] != one["source"] + two["source"]: bad.append("sources")
+if both["target"] != one["target"] + two["target"]: bad.append("targets")
+for h, rows in enumerate(both["weights"]):
+    for t, row in enumerate(rows):
+        want = one["weights"][h][t] + [0.0] * len(two["source"]) if t < T1 else \
+            [0.0] * S1 + two["weights"][h][t - T1]
+        if len(row) != len(want) or any(abs(a - b) > 1e-6 for a, b in zip(row, want)): bad.append(f"head {h} row {t}")
+print("same" if not bad else ", ".join(bad[:4]))
+PY
+)
+check "attention of two sentences: each one's, in its own block ($blocks)" test "$blocks" = same
+# An empty line between them has no attention and adds no block.
+req POST /translate "${JSON[@]}" -d '{"q": "Where is the station?\n\nThe cat sleeps.", "source": "en", "target": "es", "attention": true}'
+check "attention across an empty line: the same blocks" \
+    test "$(jget "$TMP/body" "d['attention']")" = "$(jget "$TMP/att_both.json" "d['attention']")"
 
 # ---- invalid UTF-8 is repaired with a warning ----
 printf '{"q": "where \xff\xfe is the station", "source": "en", "target": "es"}' > "$TMP/bad_utf8.json"
@@ -185,7 +214,7 @@ translate_requests=$(awk '$1 ~ /^projmt_requests_total\{endpoint="\/translate"/ 
 check "every /translate response is in the latency histogram" \
     test "$(metric projmt_request_duration_seconds_count)" = "$translate_requests"
 check "batch sizes add up to the sentences" test "$(metric projmt_batch_size_sum)" = "$(metric projmt_sentences_total)"
-check "sentences counted (every line of the 200s above)" test "$(metric projmt_sentences_total)" = 28
+check "sentences counted (every line of the 200s above)" test "$(metric projmt_sentences_total)" = 35
 # ---- sentence splitting (after the counts above) ----
 # A text is cut into sentences, as `projmt translate --split-sentences`
 # cuts a line: the same joined translation, lines kept apart by '\n'.

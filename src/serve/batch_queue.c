@@ -74,9 +74,9 @@ static int keep_result(pmt_serve_result *out, const pmt_translation *r) {
     return 0;
 }
 
-/* The alignment of job sentence `index` with its best hypothesis, tokenized
- * as the translator does (cut to max_len - 1 pieces). */
-static void align_item(pmt_serve_queue *q, pmt_serve_job *job, const pmt_translation *r, const char *text) {
+/* The alignment of job sentence k with its best hypothesis, tokenized
+ * as the translator does (cut to max_len - 1 pieces), into job->parts[k]. */
+static void align_item(pmt_serve_queue *q, pmt_serve_job *job, int k, const pmt_translation *r, const char *text) {
     const int max_src = q->tr->model.max_len - 1;
     int32_t *ids = malloc((size_t)(max_src + 1) * sizeof *ids);
     char err[256];
@@ -87,7 +87,7 @@ static void align_item(pmt_serve_queue *q, pmt_serve_job *job, const pmt_transla
     int n = pmt_spm_encode(q->tr->spm, text, ids, max_src);
     if (n < 0) fail_job(job, "tokenizing failed");
     else if (pmt_aligner_run(&q->aligner, ids, n < max_src ? n : max_src, r->hyp[0].ids, r->hyp[0].len,
-                             &job->alignment, err, sizeof err) != 0)
+                             &job->parts[k], err, sizeof err) != 0)
         fail_job(job, err);
     free(ids);
 }
@@ -113,7 +113,7 @@ static void run_batch(pmt_serve_queue *q, pmt_serve_item **batch, int n, const c
             continue;
         }
         if (keep_result(&job->results[k], &res[i]) != 0) fail_job(job, "out of memory");
-        if (job->align && k == 0 && res[i].n > 0) align_item(q, job, &res[i], lines[i]);
+        if (job->align && res[i].n > 0) align_item(q, job, k, &res[i], lines[i]);
     }
     if (q->metrics) pmt_metrics_batch(q->metrics, n);
 }
@@ -210,7 +210,8 @@ int pmt_serve_queue_submit(pmt_serve_queue *q, pmt_serve_job *job) {
     memset(&job->alignment, 0, sizeof job->alignment);
     job->results = calloc((size_t)(job->n > 0 ? job->n : 1), sizeof *job->results);
     job->items = calloc((size_t)(job->n > 0 ? job->n : 1), sizeof *job->items);
-    if (!job->results || !job->items) {
+    job->parts = job->align ? calloc((size_t)(job->n > 0 ? job->n : 1), sizeof *job->parts) : NULL;
+    if (!job->results || !job->items || (job->align && !job->parts)) {
         fail_job(job, "out of memory");
         return -1;
     }
@@ -232,6 +233,8 @@ int pmt_serve_queue_submit(pmt_serve_queue *q, pmt_serve_job *job) {
     while (job->remaining > 0) pthread_cond_wait(&job->done, &q->lock);
     pthread_mutex_unlock(&q->lock);
     pthread_cond_destroy(&job->done);
+    if (job->align && !job->failed && pmt_alignment_concat(job->parts, job->n, &job->alignment) != 0)
+        fail_job(job, "out of memory");
     return job->failed ? -1 : 0;
 }
 
@@ -257,7 +260,10 @@ void pmt_serve_job_free(pmt_serve_job *job) {
     }
     free(job->results);
     free(job->items);
+    for (int i = 0; job->parts && i < job->n; i++) pmt_alignment_free(&job->parts[i]);
+    free(job->parts);
     pmt_alignment_free(&job->alignment);
     job->results = NULL;
     job->items = NULL;
+    job->parts = NULL;
 }

@@ -38,13 +38,15 @@ typedef struct pmt_serve_job {
     int n;                       /* sentences */
     const char *const *text;     /* [n] valid UTF-8, no NUL (borrowed) */
     int beam_size, n_best;
-    int align;                   /* also fill alignment for sentence 0 */
+    int align;                   /* also fill alignment, of every sentence */
     /* filled by pmt_serve_queue_submit */
     pmt_serve_result *results;   /* [n] */
-    pmt_alignment alignment;     /* when align and sentence 0 is not empty */
+    pmt_alignment alignment;     /* when align: the sentences' alignments joined (pmt_alignment_concat;
+                                    empty sentences have none, so none at all when every one is empty) */
     int failed;                  /* 1: err says why */
     char err[256];
     /* private */
+    pmt_alignment *parts;        /* [n] when align: each sentence's, joined into alignment at the end */
     pmt_serve_item *items;
     int remaining;
     double arrival;

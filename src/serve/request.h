@@ -10,7 +10,8 @@
  *   alternatives extra hypotheses per text, 0..max_beam-1 (default 0)
  *   beam_size    projmt: 1..max_beam (default the model's; raised to
  *                alternatives+1 when smaller)
- *   attention    projmt: true adds the cross-attention of the first sentence (q a string)
+ *   attention    projmt: true adds the cross-attention (q a string; its sentences' joined,
+ *                each in its own block: pmt_alignment_concat)
  *   api_key      LibreTranslate's key field (also "Authorization: Bearer KEY"),
  *                checked by the server before this parser (server.h)
  * Each text is split at '\n' into lines and, with split_sentences (the
