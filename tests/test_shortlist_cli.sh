@@ -102,7 +102,8 @@ check "serve --shortlist on a model without one exits 1" [ $? -eq 1 ]
 check "...saying why" grep -q "no vocabulary shortlist" "$tmp/serve-none.err"
 
 # (Not under the sanitizer pass: Python cannot load an ASan-built library.)
-if [ -e "$build/libprojmt.so.0" ] && ! ldd "$build/libprojmt.so.0" | grep -q libasan; then
+libs=$(ldd "$build/libprojmt.so.0" 2> /dev/null)
+if [ -e "$build/libprojmt.so.0" ] && [[ $libs != *libasan* ]]; then
   PYTHONPATH=python PROJMT_LIBRARY="$build/libprojmt.so.0" /usr/bin/python3 - "$tmp/listed.pmt" "$tmp/plain.pmt" \
     > "$tmp/py.out" 2>&1 <<'PY'
 import sys
