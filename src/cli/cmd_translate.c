@@ -4,7 +4,7 @@
  * Two ways to run:
  *   - interactive (stdin and stdout are terminals): a libedit prompt with
  *     line editing and history; prints each translation and its time;
- *     commands :beam N, :nbest N, :help, :quit.
+ *     commands :beam N, :nbest N, :shortlist K, :help, :quit.
  *   - stream (otherwise, also -i FILE): exactly one output line per input
  *     line, in order. The lines already waiting on the input (up to --batch,
  *     default 64) are decoded together as one batch and their translations
@@ -321,6 +321,8 @@ static void prompt_help(void) {
     printf("Type an English sentence and press Enter. Commands:\n"
            "  :beam N    beam size (1 = greedy)\n"
            "  :nbest N   show the N best translations (N <= beam)\n"
+           "  :shortlist K  decode over the model's vocabulary shortlist, K candidates per\n"
+           "             source piece (0: the whole vocabulary)\n"
            "  :help      this text\n"
            "  :quit      leave (or Ctrl-D)\n");
 }
@@ -344,6 +346,11 @@ static int prompt_command(pmt_translator *t, const char *cmd) {
         opt.n_best = value;
         if (pmt_translator_set_options(t, &opt, err, sizeof err) != 0) printf("%s\n", err);
         else printf("n-best %d\n", value);
+    } else if (!strncmp(cmd, ":shortlist ", 11) && pmt_parse_int(cmd + 11, -1000000, 1000000, &value) == 0) {
+        opt.shortlist = value;
+        if (pmt_translator_set_options(t, &opt, err, sizeof err) != 0) printf("%s\n", err);
+        else if (value == 0) printf("the whole vocabulary\n");
+        else printf("shortlist %d\n", value);
     } else {
         printf("unknown command '%s' (:help lists them)\n", cmd);
     }
