@@ -13,6 +13,7 @@
 # Usage: bash test_shortlist_cli.sh <build-dir>
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/check.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/made_up_model.sh"
 
 build=$(cd "${1:?usage: test_shortlist_cli.sh <build-dir>}" && pwd)
 projmt="$build/projmt"
@@ -21,13 +22,7 @@ cd "${PROJMT_SOURCE_DIR:-$(dirname "$0")/..}" || exit 1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-shortlist-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-awk -f tests/fixtures/made_up_pairs.awk > "$tmp/pairs.tsv"
-"$projmt" prepare --config configs/tiny.ini --corpus "$tmp/pairs.tsv" --data-dir "$tmp/data" \
-  --valid-size 20 --test-size 20 --vocab-size 100 > "$tmp/prepare.log" 2>&1
-[ -s "$tmp/data/train.tok" ] || { echo "FAIL: prepare ($(tail -3 "$tmp/prepare.log" | tr '\n' ' '))"; exit 1; }
-"$projmt" train --config configs/tiny.ini --data-dir "$tmp/data" --save-dir "$tmp/run" --threads 1 --epochs 0 \
-  --max-steps 60 --lr 1e-2 --valid-bleu-sentences 0 > "$tmp/train.log" 2>&1
-[ -s "$tmp/run/last.ckpt" ] || { echo "FAIL: train ($(tail -3 "$tmp/train.log" | tr '\n' ' '))"; exit 1; }
+made_up_model "$projmt" "$tmp"
 
 "$projmt" export --model "$tmp/run/last.ckpt" --out "$tmp/plain.pmt" > "$tmp/plain.log" 2>&1
 check "plain export exits 0" [ $? -eq 0 ]

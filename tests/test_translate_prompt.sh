@@ -11,6 +11,7 @@
 # Usage: bash test_translate_prompt.sh <build-dir>
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/check.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/made_up_model.sh"
 
 build=$(cd "${1:?usage: test_translate_prompt.sh <build-dir>}" && pwd)
 projmt="$build/projmt"
@@ -19,11 +20,7 @@ cd "${PROJMT_SOURCE_DIR:-$(dirname "$0")/..}" || exit 1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-prompt-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-awk -f tests/fixtures/made_up_pairs.awk > "$tmp/pairs.tsv"
-"$projmt" prepare --config configs/tiny.ini --corpus "$tmp/pairs.tsv" --data-dir "$tmp/data" \
-  --valid-size 20 --test-size 20 --vocab-size 100 > "$tmp/prepare.log" 2>&1
-"$projmt" train --config configs/tiny.ini --data-dir "$tmp/data" --save-dir "$tmp/run" --threads 1 --epochs 0 \
-  --max-steps 60 --lr 1e-2 --valid-bleu-sentences 0 > "$tmp/train.log" 2>&1
+made_up_model "$projmt" "$tmp"
 "$projmt" export --model "$tmp/run/last.ckpt" --out "$tmp/listed.pmt" --shortlist "$tmp/data" --shortlist-size 8 \
   --shortlist-frequent 10 > "$tmp/export.log" 2>&1
 [ -s "$tmp/listed.pmt" ] || { echo "FAIL: making the model ($(tail -n 3 "$tmp"/*.log | tr '\n' ' '))"; exit 1; }
