@@ -129,8 +129,10 @@ static void test_batch(void) {
     const int32_t frequent[] = {30, 31};
     pmt_shortlist *s = make_shortlist(V, K, frequent, 2);
     int32_t ids[V], col_of[V];
-    /* Sentence 0: 5 6 (EOS); sentence 1: 20 (EOS, padding that is piece 5's id... never read). */
-    const int32_t src[2 * S] = {5, 6, PMT_EOS_ID, 0, 20, PMT_EOS_ID, 5, 5}, len[2] = {3, 2};
+    /* Sentence 0: 5 6 EOS; sentence 1: 20 EOS, then ids past its length
+     * (35, 36) that must not be read: their candidates (25, 26, 28, 29)
+     * would be in the list. */
+    const int32_t src[2 * S] = {5, 6, PMT_EOS_ID, 0, 20, PMT_EOS_ID, 35, 36}, len[2] = {3, 2};
     int n = pmt_shortlist_batch(s, 2, src, len, 2, S, ids, col_of);
     /* EOS 3, UNK 1, 30, 31; 5 → 15, 16; 6 → 18, 19; EOS (3) → 9, 10; 20 → 60 % 40 = 20, 21. */
     const int32_t want[] = {1, 3, 9, 10, 15, 16, 18, 19, 20, 21, 30, 31};
