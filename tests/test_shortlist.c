@@ -250,8 +250,13 @@ static int run_decoder(pmt_model *m, int k, const int32_t *feed, int n_feed, dou
     char err[256];
     pmt_decoder d;
     CHECK_MSG(pmt_decoder_init(&d, m, SENT, BEAM, err, sizeof err) == 0, "%s", err);
+    /* The [V, C] rows of a shortlist are held from the first start that
+     * uses it, never by a decoder that decodes without. */
+    CHECK_MSG(!d.vocab_w && !d.vocab_ids, "the shortlist's arrays are allocated before any start uses them");
     d.shortlist_k = k;
     CHECK_MSG(pmt_decoder_start(&d, SRC, SRC_LEN, SENT, S, BEAM, 10, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG((d.vocab_w != NULL) == (k > 0), "k = %d: the shortlist's arrays are %s", k,
+              d.vocab_w ? "allocated" : "missing");
     const int n_vocab = d.n_vocab;
     if (!feed && d.shortlisted) {
         feed = d.vocab_ids;
@@ -319,6 +324,22 @@ static void test_decoder(int weights) {
     CHECK_MSG(wrong == 0, "%s: %zu listed logits differ from the full decoder's", pmt_weight_type_name(weights), wrong);
     CHECK_MSG(outside == 0, "%zu unlisted tokens have a column or a finite log-probability", outside);
     CHECK_MSG(normalised == 0, "%zu log-probabilities are not normalised over the list", normalised);
+
+    /* One decoder, with and without the list in turn: a start without it
+     * is the whole vocabulary again, and one with it the same list. */
+    {
+        char err[256];
+        pmt_decoder d;
+        CHECK_MSG(pmt_decoder_init(&d, &m, SENT, BEAM, err, sizeof err) == 0, "%s", err);
+        const int ks[3] = {3, 0, 3}, want[3] = {n, DV, n};
+        for (int i = 0; i < 3; i++) {
+            d.shortlist_k = ks[i];
+            CHECK_MSG(pmt_decoder_start(&d, SRC, SRC_LEN, SENT, S, BEAM, 10, err, sizeof err) == 0, "%s", err);
+            CHECK_MSG(d.n_vocab == want[i] && d.shortlisted == (ks[i] > 0), "start %d (k = %d): %d columns, want %d",
+                      i, ks[i], d.n_vocab, want[i]);
+        }
+        pmt_decoder_free(&d);
+    }
 
     /* A list that covers every id is the full decoder. */
     pmt_shortlist_free(m.shortlist);

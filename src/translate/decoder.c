@@ -307,13 +307,6 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
         ok = d->qkv && d->mean && d->rstd && d->lse && d->h && d->attn_probs && d->logits && d->gather_in &&
              d->gather_out && d->live_rows && d->logit_slot;
     }
-    if (ok && m->shortlist) {
-        d->vocab_ids = calloc((size_t)m->V, sizeof *d->vocab_ids);
-        d->vocab_col = calloc((size_t)m->V, sizeof *d->vocab_col);
-        d->vocab_w = alloc_floats((size_t)m->V * C);
-        d->vocab_lowp = calloc(1, sizeof *d->vocab_lowp);
-        ok = d->vocab_ids && d->vocab_col && d->vocab_w && d->vocab_lowp;
-    }
     d->n_vocab = m->V;
     if (ok && m->decode_weights != PMT_WEIGHTS_FP32 && init_lowp(d, err, errlen) != 0) {
         pmt_decoder_free(d);
@@ -370,6 +363,25 @@ static int start_batch(pmt_decoder *d, const int32_t *src_len, int n_sent, int S
     return 0;
 }
 
+/* The shortlist's per-batch arrays, on the first shortlisted start: a
+ * decoder of a model with a shortlist that never decodes with one (the
+ * default) does not hold the [V, C] rows (8 MB for the base model). 0, or
+ * -1 with err and the arrays freed. */
+static int ensure_vocabulary_buffers(pmt_decoder *d, char *err, size_t errlen) {
+    const pmt_model *m = d->m;
+    d->vocab_ids = calloc((size_t)m->V, sizeof *d->vocab_ids);
+    d->vocab_col = calloc((size_t)m->V, sizeof *d->vocab_col);
+    d->vocab_w = alloc_floats((size_t)m->V * m->C);
+    d->vocab_lowp = calloc(1, sizeof *d->vocab_lowp);
+    if (d->vocab_ids && d->vocab_col && d->vocab_w && d->vocab_lowp) return 0;
+    free(d->vocab_ids); free(d->vocab_col); free(d->vocab_w); free(d->vocab_lowp);
+    d->vocab_ids = d->vocab_col = NULL;
+    d->vocab_w = NULL;
+    d->vocab_lowp = NULL;
+    snprintf(err, errlen, "decoder: out of memory for a shortlist of %d output rows x %d", m->V, m->C);
+    return -1;
+}
+
 /* The batch's output vocabulary: all of it, or with d->shortlist_k > 0 the
  * shortlist's union for these sources (model/shortlist.h), whose rows of
  * the output embedding are gathered (and lowered, for int8 or bf16
@@ -380,11 +392,12 @@ static int start_vocabulary(pmt_decoder *d, const int32_t *src, char *err, size_
     d->shortlisted = 0;
     d->n_vocab = m->V;
     if (d->shortlist_k <= 0) return 0;
-    if (!m->shortlist || !d->vocab_ids) {
+    if (!m->shortlist) {
         snprintf(err, errlen, "decoder: a shortlist of %d candidates was asked for, but the model carries no "
                  "shortlist (export it with --shortlist)", d->shortlist_k);
         return -1;
     }
+    if (!d->vocab_ids && ensure_vocabulary_buffers(d, err, errlen) != 0) return -1;
     const int n = pmt_shortlist_batch(m->shortlist, d->shortlist_k, src, d->src_len, d->n_sent, d->S, d->vocab_ids,
                                       d->vocab_col);
     const size_t C = (size_t)m->C;

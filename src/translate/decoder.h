@@ -23,8 +23,10 @@
  * owns every buffer it allocates in pmt_decoder_init, released by
  * pmt_decoder_free. Nothing allocates after init, but for an int8 matmul's
  * primitive of a row count it has not multiplied yet (built once, nn/gemm.h)
- * and, in a shortlisted batch with int8 or bf16 weights, the low-precision
- * form of that batch's output rows (built at each start, freed at the next).
+ * and the shortlist's arrays: allocated at the first start with a
+ * shortlist (held until pmt_decoder_free), and, in a shortlisted batch
+ * with int8 or bf16 weights, the low-precision form of that batch's output
+ * rows (built at each start, freed at the next).
  */
 #ifndef PROJMT_DECODER_H
 #define PROJMT_DECODER_H
@@ -119,7 +121,8 @@ typedef struct pmt_decoder {
      * n_vocab columns; when shortlisted, column c is token vocab_ids[c]
      * and token v is column vocab_col[v] (-1: not in the list), whose
      * output-embedding rows are vocab_w [n_vocab, C] (vocab_lowp their
-     * low-precision form). The arrays exist iff the model has a shortlist. */
+     * low-precision form). The arrays exist from the first shortlisted start
+ * (NULL before: a model's shortlist costs nothing until it is used). */
     int shortlist_k;
     int shortlisted, n_vocab;
     int32_t *vocab_ids, *vocab_col;   /* [V] each */
