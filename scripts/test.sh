@@ -10,7 +10,8 @@
 # script tests run under ASan with leak detection off. The two real-corpus
 # runs (test_prepare_real, test_train_real: 118k pairs, ~11 of the ~19 min
 # the script tests take under ASan on 2 cores) run in the plain pass only;
-# the made-up-corpus tests drive the same code under ASan.
+# the made-up-corpus tests drive the same code under ASan. Last, each
+# libFuzzer target (built with clang) runs for a few seconds.
 #   bash scripts/test.sh            everything
 #   bash scripts/test.sh --quick    skip the sanitizer pass
 set -euo pipefail
@@ -55,4 +56,9 @@ if [ "${1:-}" != "--quick" ]; then
   ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -L script \
     -E "$mpi_tests|^test_(prepare|train)_real$"
   ASAN_OPTIONS=detect_leaks=0 ctest --test-dir build-asan --output-on-failure -L script -R "$mpi_tests"
+  # The libFuzzer targets build with clang (Debian's 14), which refuses
+  # some of what GCC accepts: a short run of each keeps that build and the
+  # targets working (scripts/fuzz.sh longer, by hand, to search).
+  echo "== fuzz targets (clang, ASan + UBSan), 5 s each =="
+  bash scripts/fuzz.sh 5
 fi

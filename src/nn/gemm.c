@@ -400,9 +400,12 @@ int pmt_gemm_precision_auto(void) { return pmt_cpu_has_bf16() ? PMT_PRECISION_BF
 
 /* vcvtneps2bf16 rounds to nearest even; the multiply by scale is exact for
  * scale = 1. The tail of a row is a masked vector, so every value takes the
- * same instruction. */
+ * same instruction. The scale comes as a float, not a vector: clang
+ * outlines an OpenMP loop's body into a function without the target
+ * attribute, which may not pass an __m512. */
 __attribute__((target("avx512f,avx512bf16,avx512vl")))
-static inline void convert_row(uint16_t *y, const float *x, int cols, __m512 s) {
+static inline void convert_row(uint16_t *y, const float *x, int cols, float scale) {
+    const __m512 s = _mm512_set1_ps(scale);
     const __mmask16 tail = (__mmask16)((1u << (cols % 16)) - 1u);
     const int full = cols - cols % 16;
     for (int c = 0; c < full; c += 16) {
@@ -418,14 +421,13 @@ static inline void convert_row(uint16_t *y, const float *x, int cols, __m512 s) 
 /* Parallel over rows. */
 __attribute__((target("avx512f,avx512bf16,avx512vl")))
 static void convert_native(uint16_t *dst, const float *src, int rows, int cols, int ld, float scale) {
-    const __m512 s = _mm512_set1_ps(scale);
 #pragma omp parallel for schedule(static) if ((long)rows * cols > 65536)
-    for (int r = 0; r < rows; r++) convert_row(dst + (size_t)r * cols, src + (size_t)r * ld, cols, s);
+    for (int r = 0; r < rows; r++) convert_row(dst + (size_t)r * cols, src + (size_t)r * ld, cols, scale);
 }
 
 __attribute__((target("avx512f,avx512bf16,avx512vl")))
 static void convert_row_native(uint16_t *dst, const float *src, int cols, float scale) {
-    convert_row(dst, src, cols, _mm512_set1_ps(scale));
+    convert_row(dst, src, cols, scale);
 }
 
 uint16_t pmt_bf16_from_float(float x) {
