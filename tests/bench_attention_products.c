@@ -21,44 +21,14 @@
 #include "nn/gemm.h"
 #include "nn/ops.h"
 #include "ops_testutil.h"
+#define BENCH_REPS 31
+#include "bench_timing.h"
 
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-
-#define REPS 31
-
-static double now_ms(void) {
-    static int cpu = -1;
-    if (cpu < 0) cpu = getenv("PROJMT_BENCH_CPU") && atoi(getenv("PROJMT_BENCH_CPU"));
-    if (!cpu) return omp_get_wtime() * 1e3;
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-typedef void (*bench_fn)(void *ctx);
-
-/* Median milliseconds of REPS calls after 3 warm-ups. */
-static double time_ms(bench_fn f, void *ctx) {
-    double t[REPS];
-    for (int i = 0; i < 3; i++) f(ctx);
-    for (int i = 0; i < REPS; i++) {
-        const double t0 = now_ms();
-        f(ctx);
-        t[i] = now_ms() - t0;
-    }
-    qsort(t, REPS, sizeof t[0], cmp_double);
-    return t[REPS / 2];
-}
 
 static dnnl_engine_t engine;
 static dnnl_stream_t stream;
@@ -259,7 +229,7 @@ int main(void) {
 
     printf("threads %d; B=%d T=S=%d C=%d NH=%d HS=%d (N=%d tokens); CPU %s, native bf16: %s; median of %d runs\n",
            omp_get_max_threads(), B, T, C, NH, C / NH, N, pmt_cpu_isa_name(), pmt_cpu_has_bf16() ? "yes" : "no",
-           REPS);
+           BENCH_REPS);
     if (attention_scratch_reserve(T, T, C / NH) != 0) {
         fprintf(stderr, "bench_attention_products: out of memory\n");
         return 1;

@@ -11,41 +11,8 @@
 #include "ops_testutil.h"
 
 #include <omp.h>
-#include <time.h>
 
-#define REPS 41
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-typedef void (*bench_fn)(void *ctx);
-
-/* Milliseconds per call after 3 warm-ups: the median of REPS runs of wall
- * time, or with PROJMT_BENCH_CPU=1 of process CPU time — on a shared,
- * loaded machine the wall time of a 2-thread run is dominated by waiting
- * for a descheduled thread, while single-thread CPU time stays honest. */
-static double now_ms(void) {
-    static int cpu = -1;
-    if (cpu < 0) cpu = getenv("PROJMT_BENCH_CPU") && atoi(getenv("PROJMT_BENCH_CPU"));
-    if (!cpu) return omp_get_wtime() * 1e3;
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static double time_ms(bench_fn f, void *ctx) {
-    double t[REPS];
-    for (int i = 0; i < 3; i++) f(ctx);
-    for (int i = 0; i < REPS; i++) {
-        const double t0 = now_ms();
-        f(ctx);
-        t[i] = now_ms() - t0;
-    }
-    qsort(t, REPS, sizeof t[0], cmp_double);
-    return t[REPS / 2];
-}
+#include "bench_timing.h"
 
 typedef struct {
     int B, T, S, C, NH, causal;
@@ -140,7 +107,7 @@ int main(void) {
     for (int h = 0; h < NH; h++) c.log_sigma[h] = 1.0f;
 
     printf("threads %d; B=%d T=S=%d C=%d NH=%d (N=%d tokens), V=%d; median of %d runs\n",
-           omp_get_max_threads(), B, T, C, NH, N, V, REPS);
+           omp_get_max_threads(), B, T, C, NH, N, V, BENCH_REPS);
     for (int causal = 0; causal <= 1; causal++) {
         c.causal = causal;
         const double af = time_ms(b_attn_fwd, &c), ab = time_ms(b_attn_bwd, &c);
