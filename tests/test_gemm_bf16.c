@@ -22,7 +22,12 @@
  *     conversion pass;
  *   - a backward without an input gradient converts dout afresh even when
  *     the previous backward's dout lived at the same address (a stale
- *     conversion would be reused otherwise).
+ *     conversion would be reused otherwise);
+ *   - products through blocked weight copies (PMT_LP_B_FIXED) give the
+ *     plain products' bits for both weight layouts, odd shapes, beta 0 and
+ *     1, and the bias / ReLU / bf16-output epilogues; the copy really is
+ *     what they multiply (weights changed without telling keep the old
+ *     result) and pmt_gemm_bf16_weights_changed makes it again.
  * Everything but the refusal needs avx512_bf16: elsewhere it SKIPs.
  */
 #include "nn/gemm.h"
@@ -188,7 +193,7 @@ static void test_products(void) {
     for (int k = 0; k < 2; k++) {
         const float alpha2 = k ? 0.5f : 0.25f;
         pmt_sgemm(0, 0, NR, IN, OUT, 0.25f, dout, OUT, w, IN, 0.0f, dinp, IN);
-        pmt_sgemm_lp(1, 1, 0, OUT, IN, NR, alpha2, dout, NULL, OUT, inp, NULL, IN, 0.0f, dw1, IN);
+        pmt_sgemm_lp(PMT_LP_SAME_A, 1, 0, OUT, IN, NR, alpha2, dout, NULL, OUT, inp, NULL, IN, 0.0f, dw1, IN);
         pmt_sgemm(1, 0, OUT, IN, NR, alpha2, dout, OUT, inp, IN, 0.0f, dw2, IN);
         CHECK_MSG(memcmp(dw1, dw2, sizeof(float) * OUT * IN) == 0, "same_a (alpha %g) differs", alpha2);
     }
@@ -222,7 +227,7 @@ static void test_caller_copies(void) {
     fill(b, OUT, 33);
     fill(dout, N * OUT, 34);
     pmt_bf16_convert(w16, w, OUT, IN, IN, 1.0f);
-    const linear_bf16 lp = {inp16, w16, NULL, 0};
+    const linear_bf16 lp = {inp16, w16, NULL, 0, 0};
 
     linear_forward(out1, inp, w, b, N, IN, OUT);
     linear_forward_lp(out2, inp, w, b, N, IN, OUT, &lp);
@@ -243,7 +248,7 @@ static void test_caller_copies(void) {
     pmt_bf16_convert(expect16, ln, N, IN, IN, 1.0f);
     CHECK_MSG(same_bits(ln, ln2, N * IN) && memcmp(inp16, expect16, sizeof(uint16_t) * N * IN) == 0,
               "layernorm_forward_lp: output or its rounding differs");
-    const linear_bf16 lp_rounded = {inp16, w16, NULL, 1};
+    const linear_bf16 lp_rounded = {inp16, w16, NULL, 1, 0};
     linear_forward(out1, ln, w, b, N, IN, OUT);
     linear_forward_lp(out2, ln, w, b, N, IN, OUT, &lp_rounded);
     CHECK_MSG(same_bits(out1, out2, N * OUT), "linear_forward_lp on a producer-rounded input differs");
@@ -256,7 +261,7 @@ static void test_caller_copies(void) {
               "linear_backward_lp differs from linear_backward in bf16");
     const float alpha = 1.0f / 37.0f;   /* not a power of two: the rounding of alpha·dout shows */
     pmt_bf16_convert(dout16, dout, N, OUT, OUT, alpha);
-    const linear_bf16 lp_dout = {inp16, w16, dout16, 0};
+    const linear_bf16 lp_dout = {inp16, w16, dout16, 0, 0};
     linear_backward_scaled_set(dinp1, dw1, NULL, dout, inp, w, N, IN, OUT, alpha);
     linear_backward_lp(dinp2, dw2, NULL, NULL, inp, w, N, IN, OUT, 0.0f, alpha, &lp_dout);
     CHECK_MSG(same_bits(dinp1, dinp2, N * IN) && same_bits(dw1, dw2, OUT * IN),
@@ -335,8 +340,8 @@ static void test_bf16_output_kernels(void) {
     pmt_bf16_convert(w16, w, N, K, K, 1.0f);
     pmt_gemm_set_precision(PMT_PRECISION_BF16);
     for (int relu = 0; relu <= 1; relu++) {
-        if (relu) linear_relu_forward_bf16(out16, a16, w16, bias, M, K, N);
-        else pmt_gemm_bf16_out(0, 1, M, N, K, a16, w16, bias, 0, out16, N);
+        if (relu) linear_relu_forward_bf16(out16, a16, w16, 0, bias, M, K, N);
+        else pmt_gemm_bf16_out(0, 0, 1, M, N, K, a16, w16, bias, 0, out16, N);
         pmt_sgemm_lp(0, 0, 1, M, N, K, 1.0f, NULL, a16, K, NULL, w16, K, 0.0f, ref, N);
         int far = 0, cut = 0, zeros_ok = 1;
         for (int i = 0; i < M * N; i++) {
@@ -355,7 +360,7 @@ static void test_bf16_output_kernels(void) {
     }
     CHECK(pmt_gemm_take_error(NULL, 0) == 0);
     pmt_gemm_set_precision(PMT_PRECISION_FP32);
-    pmt_gemm_bf16_out(0, 1, M, N, K, a16, w16, bias, 1, out16, N);
+    pmt_gemm_bf16_out(0, 0, 1, M, N, K, a16, w16, bias, 1, out16, N);
     char err[256];
     CHECK_MSG(out16[0] == 0x7fc0 && out16[M * N - 1] == 0x7fc0 && pmt_gemm_take_error(err, sizeof err) == -1,
               "a bf16-output product outside the bf16 precision must fail loudly");
@@ -428,6 +433,75 @@ static void test_bf16_output_kernels(void) {
     free(x); free(h); free(y1); free(y2); free(h16); free(y16a); free(y16b);
 }
 
+/* One blocked-weight case: C from the plain product and through the copy of
+ * w16, fp32 output (pmt_sgemm_lp, beta 0 and 1) or an epilogue product. */
+static int blocked_same_bits(int tb, int M, int N, int K, const uint16_t *a16, const uint16_t *w16,
+                             const float *bias, int epilogue, float *c1, float *c2, uint16_t *o1, uint16_t *o2) {
+    const int ldb = tb ? K : N;
+    for (int flags = 0; flags <= PMT_LP_B_FIXED; flags += PMT_LP_B_FIXED) {
+        float *c = flags ? c2 : c1;
+        uint16_t *o = flags ? o2 : o1;
+        if (epilogue == 0) {
+            for (int i = 0; i < M * N; i++) c[i] = 0.25f * (float)(i % 7);   /* beta 1 onto these */
+            pmt_sgemm_lp(flags, 0, tb, M, N, K, 1.0f, NULL, a16, K, NULL, w16, ldb, 1.0f, c, N);
+        } else if (epilogue == 1) {
+            pmt_sgemm_lp(flags, 0, tb, M, N, K, 1.0f, NULL, a16, K, NULL, w16, ldb, 0.0f, c, N);
+        } else if (epilogue == 2) {
+            pmt_gemm_bf16_bias(flags, 0, tb, M, N, K, a16, w16, bias, c, N);
+        } else {
+            pmt_gemm_bf16_out(flags, 0, tb, M, N, K, a16, w16, bias, 1, o, N);
+        }
+    }
+    if (epilogue == 3) return memcmp(o1, o2, sizeof(uint16_t) * M * N) == 0;
+    return same_bits(c1, c2, M * N);
+}
+
+static void test_blocked_weights(void) {
+    enum { MAXD = 300 };
+    float *a = malloc(sizeof(float) * MAXD * MAXD), *w = malloc(sizeof(float) * MAXD * MAXD);
+    float *bias = malloc(sizeof(float) * MAXD), *c1 = malloc(sizeof(float) * MAXD * MAXD);
+    float *c2 = malloc(sizeof(float) * MAXD * MAXD);
+    uint16_t *a16 = malloc(sizeof(uint16_t) * MAXD * MAXD), *w16 = malloc(sizeof(uint16_t) * MAXD * MAXD);
+    uint16_t *o1 = malloc(sizeof(uint16_t) * MAXD * MAXD), *o2 = malloc(sizeof(uint16_t) * MAXD * MAXD);
+    fill(a, MAXD * MAXD, 51);
+    fill(w, MAXD * MAXD, 52);
+    fill(bias, MAXD, 53);
+    pmt_bf16_convert(a16, a, MAXD, MAXD, MAXD, 1.0f);
+    pmt_bf16_convert(w16, w, MAXD, MAXD, MAXD, 1.0f);
+    pmt_gemm_set_precision(PMT_PRECISION_BF16);
+    pmt_gemm_bf16_weights_changed();
+    /* {M, N, K}: a model-like block, odd sizes, a K below one dot pair's block. */
+    const int shapes[][3] = {{64, 256, 256}, {37, 70, 29}, {200, 33, 300}, {5, 300, 3}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int tb = 0; tb <= 1; tb++)
+            for (int epilogue = 0; epilogue < 4; epilogue++) {
+                const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                if (epilogue >= 2 && !tb) continue;   /* the epilogue products are forward ones (Wᵀ) */
+                CHECK_MSG(blocked_same_bits(tb, M, N, K, a16, w16, bias, epilogue, c1, c2, o1, o2),
+                          "blocked weights: M=%d N=%d K=%d tb=%d, product kind %d differs from the plain one", M, N, K,
+                          tb, epilogue);
+            }
+    CHECK(pmt_gemm_take_error(NULL, 0) == 0);
+    CHECK_MSG(pmt_gemm_bf16_packed_bytes() > 0, "no blocked weight copy was made");
+
+    /* The copy is what is multiplied: new weights at the same address give
+     * the old product until the change is announced. */
+    enum { M = 48, N = 96, K = 64 };
+    float *old_c = malloc(sizeof(float) * M * N), *new_c = malloc(sizeof(float) * M * N);
+    pmt_sgemm_lp(PMT_LP_B_FIXED, 0, 1, M, N, K, 1.0f, NULL, a16, K, NULL, w16, K, 0.0f, old_c, N);
+    for (int i = 0; i < N * K; i++) w16[i] ^= 0x0040;   /* other weights, same address */
+    pmt_sgemm_lp(0, 0, 1, M, N, K, 1.0f, NULL, a16, K, NULL, w16, K, 0.0f, new_c, N);
+    CHECK(!same_bits(old_c, new_c, M * N));
+    pmt_sgemm_lp(PMT_LP_B_FIXED, 0, 1, M, N, K, 1.0f, NULL, a16, K, NULL, w16, K, 0.0f, c1, N);
+    CHECK_MSG(same_bits(c1, old_c, M * N), "the blocked product did not multiply the copy made before");
+    pmt_gemm_bf16_weights_changed();
+    pmt_sgemm_lp(PMT_LP_B_FIXED, 0, 1, M, N, K, 1.0f, NULL, a16, K, NULL, w16, K, 0.0f, c1, N);
+    CHECK_MSG(same_bits(c1, new_c, M * N), "pmt_gemm_bf16_weights_changed did not renew the blocked copy");
+    pmt_gemm_set_precision(PMT_PRECISION_FP32);
+    free(a); free(w); free(bias); free(c1); free(c2); free(a16); free(w16); free(o1); free(o2);
+    free(old_c); free(new_c);
+}
+
 int main(void) {
     test_refusal();
     if (!pmt_cpu_has_bf16()) {
@@ -439,5 +513,6 @@ int main(void) {
     test_products();
     test_caller_copies();
     test_bf16_output_kernels();
+    test_blocked_weights();
     return test_finish();
 }

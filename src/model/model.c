@@ -684,8 +684,8 @@ static inline uint16_t *slot16(const pmt_model *m, uint16_t *slot) { return roun
  * (nn/ops.h linear_bf16; inp_rounded: inp's producer rounded it): all NULL
  * unless this pass keeps roundings. */
 static inline linear_bf16 lp_of(const pmt_model *m, uint16_t *inp16, const float *w, int inp_rounded) {
-    if (!rounding(m)) return (linear_bf16){NULL, NULL, NULL, 0};
-    return (linear_bf16){inp16, m->params16 + (w - m->params), NULL, inp_rounded};
+    if (!rounding(m)) return (linear_bf16){NULL, NULL, NULL, 0, 0};
+    return (linear_bf16){inp16, m->params16 + (w - m->params), NULL, inp_rounded, 1};
 }
 
 /* A forward linear layer: through the pass's hook when it has one. */
@@ -800,7 +800,7 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
 static void ffn_sublayer_forward(pmt_model *m, const pmt_ffn_params *p, block_act *a, int N) {
     const linear_bf16 up_lp = lp_of(m, a->ln16, p->w1, 1), down_lp = lp_of(m, a->h16, p->w2, 1);
     if (rounding(m) && !m->act->linear_hook) {
-        linear_relu_forward_bf16(a->h16, a->ln16, up_lp.w, p->b1, N, m->C, m->F);
+        linear_relu_forward_bf16(a->h16, a->ln16, up_lp.w, up_lp.w_fixed, p->b1, N, m->C, m->F);
     } else if (m->act->linear_hook) {
         model_linear(m, a->h, a->ln, p->w1, p->b1, N, m->C, m->F, NULL);
         relu_forward(a->h, a->h, (size_t)N * m->F);
@@ -900,7 +900,10 @@ static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t drop
     A->dropout_seed = dropout_seed;
     A->logits16_scale = 0.0f;
     A->linear_hook = NULL;
-    if (train && m->params16 && !m->params16_written) round_params_bf16(m);
+    if (train && m->params16) {
+        if (!m->params16_written) round_params_bf16(m);
+        pmt_gemm_bf16_weights_changed();   /* the products' blocked copies of params16 are stale */
+    }
     m->params16_written = 0;   /* the next pass rounds again unless told otherwise */
     encoder_forward(m, b->src, b->src_len, b->B, b->S);
     decoder_forward(m, b);
@@ -928,8 +931,8 @@ static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t drop
     }
     pmt_profile_end(PMT_PHASE_LOSS, t_loss);
     if (logits_bf16) {
-        pmt_gemm_bf16_out(0, 1, Nc, m->V, C, A->logit_in16, m->params16 + (m->wte - m->params), NULL, 0,
-                          A->logits16, m->V);
+        pmt_gemm_bf16_out(PMT_LP_B_FIXED, 0, 1, Nc, m->V, C, A->logit_in16, m->params16 + (m->wte - m->params),
+                          NULL, 0, A->logits16, m->V);
     } else {
         const linear_bf16 logits_lp = lp_of(m, A->logit_in16, m->wte, 0);
         linear_forward_lp(A->logits, A->logit_in, m->wte, NULL, Nc, C, m->V, &logits_lp);

@@ -35,6 +35,18 @@
  * oneDNN 2.6 fall back from its brgemm kernels to the gemm driver, so
  * primitives are cached per shape (M changes with the batch; building one
  * costs 0.2–0.5 ms against tens of ms for the product).
+ *
+ * Blocked weights (PMT_LP_B_FIXED): given B in its stored layout, oneDNN's
+ * brgemm matmul copies it into its blocked, pair-interleaved layout inside
+ * every call. A weight matrix is multiplied three times a step with M up
+ * to 4096 (forward, input gradient), so its blocked copy is made once per
+ * change instead, by a reorder primitive kept with the copy, and the
+ * products read it directly. On AMD EPYC Zen 4 (2 threads, 2026-12-04) a
+ * base bf16 step's products fell from 271 to 249 ms for 5.9 ms of reorders
+ * and ~25 MB of copies (docs/speed.md). The copies are keyed by the
+ * weight's address and layout and renewed after
+ * pmt_gemm_bf16_weights_changed, which the model calls whenever a training
+ * pass starts on new bf16 weights.
  */
 #include "nn/gemm.h"
 
@@ -212,6 +224,7 @@ static void sgemm_onednn(int ta, int tb, int M, int N, int K, float alpha, const
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, accumulate;
     int c_bf16, bias, relu;
+    int b_blocked;                 /* B in the primitive's own layout (a blocked weight copy) */
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c, bias_mem;
     unsigned long last_use;        /* 0: empty slot */
@@ -230,14 +243,19 @@ static void entry_clear(matmul_entry *e) {
     memset(e, 0, sizeof *e);
 }
 
-/* A memory object over a rows × cols matrix stored row-major with leading
+/* The descriptor of a rows × cols matrix stored row-major with leading
  * dimension ld, or transposed (stored cols × rows) when trans. */
-static dnnl_memory_t strided_memory(int rows, int cols, int ld, int trans, dnnl_data_type_t type) {
-    dnnl_memory_desc_t md;
+static int strided_desc(dnnl_memory_desc_t *md, int rows, int cols, int ld, int trans, dnnl_data_type_t type) {
     dnnl_dims_t dims = {rows, cols};
     dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, type, strides) == dnnl_success ? 0 : -1;
+}
+
+/* A memory object (no data yet) over such a matrix. */
+static dnnl_memory_t strided_memory(int rows, int cols, int ld, int trans, dnnl_data_type_t type) {
+    dnnl_memory_desc_t md;
     dnnl_memory_t mem = NULL;
-    if (dnnl_memory_desc_init_by_strides(&md, 2, dims, type, strides) != dnnl_success ||
+    if (strided_desc(&md, rows, cols, ld, trans, type) != 0 ||
         dnnl_memory_create(&mem, &md, g_engine, DNNL_MEMORY_NONE) != dnnl_success)
         return NULL;
     return mem;
@@ -249,20 +267,25 @@ static int entry_build(matmul_entry *e) {
     dnnl_stream_t stream;
     if (pmt_dnnl_cpu(&engine, &stream) != 0) return -1;
     e->a = strided_memory(e->M, e->K, e->lda, e->ta, dnnl_bf16);
-    e->b = strided_memory(e->K, e->N, e->ldb, e->tb, dnnl_bf16);
     e->c = strided_memory(e->M, e->N, e->ldc, 0, e->c_bf16 ? dnnl_bf16 : dnnl_f32);
     if (e->bias) e->bias_mem = strided_memory(1, e->N, e->N, 0, dnnl_f32);
-    if (!e->a || !e->b || !e->c || (e->bias && !e->bias_mem)) return -1;
-    const dnnl_memory_desc_t *a, *b, *c, *bias = NULL;
+    if (!e->a || !e->c || (e->bias && !e->bias_mem)) return -1;
+    /* B: as stored, or (b_blocked) oneDNN's choice, which the primitive's
+     * descriptor then names and e->b takes. */
+    dnnl_memory_desc_t b_desc;
+    const dnnl_dims_t b_dims = {e->K, e->N};
+    if (e->b_blocked ? dnnl_memory_desc_init_by_tag(&b_desc, 2, b_dims, dnnl_bf16, dnnl_format_tag_any) != dnnl_success
+                     : strided_desc(&b_desc, e->K, e->N, e->ldb, e->tb, dnnl_bf16) != 0)
+        return -1;
+    const dnnl_memory_desc_t *a, *c, *bias = NULL;
     dnnl_memory_get_memory_desc(e->a, &a);
-    dnnl_memory_get_memory_desc(e->b, &b);
     dnnl_memory_get_memory_desc(e->c, &c);
     if (e->bias) dnnl_memory_get_memory_desc(e->bias_mem, &bias);
     dnnl_matmul_desc_t desc;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t post = NULL;
     dnnl_primitive_desc_t pd = NULL;
-    int ok = dnnl_matmul_desc_init(&desc, a, b, bias, c) == dnnl_success &&
+    int ok = dnnl_matmul_desc_init(&desc, a, &b_desc, bias, c) == dnnl_success &&
              dnnl_primitive_attr_create(&attr) == dnnl_success;
     if (ok && (e->accumulate || e->relu))
         ok = dnnl_post_ops_create(&post) == dnnl_success &&
@@ -270,7 +293,9 @@ static int entry_build(matmul_entry *e) {
              (!e->relu || dnnl_post_ops_append_eltwise(post, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success) &&
              dnnl_primitive_attr_set_post_ops(attr, post) == dnnl_success;
     ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) == dnnl_success &&
-         dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+         dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
+         dnnl_memory_create(&e->b, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), g_engine,
+                            DNNL_MEMORY_NONE) == dnnl_success;
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (post) dnnl_post_ops_destroy(post);
     if (attr) dnnl_primitive_attr_destroy(attr);
@@ -278,8 +303,9 @@ static int entry_build(matmul_entry *e) {
 }
 
 /* The cached entry for the key, built into the least recently used slot
- * when missing, or NULL when oneDNN cannot build it (recorded). Called
- * with the cache lock held. */
+ * when missing, or NULL when oneDNN cannot build it (recorded, but for a
+ * blocked-B key, whose caller falls back to the plain one). Called with
+ * the cache lock held. */
 static matmul_entry *cache_get(const matmul_entry *key) {
     matmul_entry *victim = &g_cache[0];
     for (int i = 0; i < MATMUL_CACHE; i++) {
@@ -287,7 +313,7 @@ static matmul_entry *cache_get(const matmul_entry *key) {
         if (e->last_use && e->ta == key->ta && e->tb == key->tb && e->M == key->M && e->N == key->N &&
             e->K == key->K && e->lda == key->lda && e->ldb == key->ldb && e->ldc == key->ldc &&
             e->accumulate == key->accumulate && e->c_bf16 == key->c_bf16 && e->bias == key->bias &&
-            e->relu == key->relu) {
+            e->relu == key->relu && e->b_blocked == key->b_blocked) {
             e->last_use = ++g_use_clock;
             return e;
         }
@@ -297,6 +323,7 @@ static matmul_entry *cache_get(const matmul_entry *key) {
     *victim = *key;
     if (entry_build(victim) != 0) {
         entry_clear(victim);
+        if (key->b_blocked) return NULL;
         pmt_gemm_record_error("oneDNN cannot build a bf16 matmul (%c%c, M=%d N=%d K=%d, ld %d/%d/%d) on this CPU (%s)",
                               key->ta ? 'T' : 'N', key->tb ? 'T' : 'N', key->M, key->N, key->K, key->lda, key->ldb,
                               key->ldc, pmt_cpu_isa_name());
@@ -313,19 +340,137 @@ static void fail_output_bf16(uint16_t *C16, int M, int N, int ldc) {
         for (int j = 0; j < N; j++) C16[(size_t)i * ldc + j] = 0x7fc0;
 }
 
+/* ------------------------------------------------------------------ */
+/* blocked weight copies (gemm.h, PMT_LP_B_FIXED)                      */
+
+/* A copy of one bf16 weight matrix (B of a product: [K, N] as stored with
+ * ldb, transposed when tb) in one blocked layout, and the reorder that
+ * makes it, built once. gen: g_weights_gen when the copy was made. */
+typedef struct {
+    const uint16_t *src;
+    int K, N, ldb, tb;
+    dnnl_memory_desc_t layout;
+    void *data;
+    size_t bytes;
+    dnnl_primitive_t reorder;
+    dnnl_memory_t from, to;
+    unsigned long gen, last_use;   /* last_use 0: empty slot */
+} blocked_weights;
+
+/* A base model has ~70 weight matrices, used in two layouts (forward and
+ * backward); slots beyond that only recycle the least recently used. */
+enum { BLOCKED_WEIGHTS = 192 };
+static blocked_weights g_blocked[BLOCKED_WEIGHTS];
+static unsigned long g_weights_gen = 1, g_blocked_clock;
+static size_t g_blocked_bytes;
+
+static void blocked_clear(blocked_weights *w) {
+    if (w->reorder) dnnl_primitive_destroy(w->reorder);
+    if (w->from) dnnl_memory_destroy(w->from);
+    if (w->to) dnnl_memory_destroy(w->to);
+    free(w->data);
+    g_blocked_bytes -= w->bytes;
+    memset(w, 0, sizeof *w);
+}
+
+/* Builds w's reorder from the stored matrix to w->layout. */
+static int blocked_build(blocked_weights *w) {
+    dnnl_memory_desc_t plain;
+    dnnl_primitive_desc_t pd = NULL;
+    w->bytes = dnnl_memory_desc_get_size(&w->layout);
+    w->data = aligned_alloc(64, (w->bytes + 63) & ~(size_t)63);
+    if (!w->data) {
+        w->bytes = 0;
+        return -1;
+    }
+    g_blocked_bytes += w->bytes;
+    int ok = strided_desc(&plain, w->K, w->N, w->ldb, w->tb, dnnl_bf16) == 0 &&
+             dnnl_memory_create(&w->from, &plain, g_engine, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&w->to, &w->layout, g_engine, w->data) == dnnl_success &&
+             dnnl_reorder_primitive_desc_create(&pd, &plain, g_engine, &w->layout, g_engine, NULL) == dnnl_success &&
+             dnnl_primitive_create(&w->reorder, pd) == dnnl_success;
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return ok ? 0 : -1;
+}
+
+/* The copy of B16 (the key's K, N, ldb, tb) in the layout of the blocked
+ * entry e, made again when the weights changed since; NULL when it cannot
+ * be made (the caller falls back to the plain product). The reorder is
+ * timed as rounding: it is the operand preparation of a step. Called with
+ * the cache lock held. */
+static const void *blocked_copy(const matmul_entry *e, const uint16_t *B16) {
+    const dnnl_memory_desc_t *layout;
+    if (dnnl_memory_get_memory_desc(e->b, &layout) != dnnl_success) return NULL;
+    blocked_weights *w = NULL, *victim = &g_blocked[0];
+    for (int i = 0; i < BLOCKED_WEIGHTS && !w; i++) {
+        blocked_weights *x = &g_blocked[i];
+        if (x->last_use && x->src == B16 && x->K == e->K && x->N == e->N && x->ldb == e->ldb && x->tb == e->tb &&
+            dnnl_memory_desc_equal(&x->layout, layout))
+            w = x;
+        else if (x->last_use < victim->last_use)
+            victim = x;
+    }
+    if (!w) {
+        blocked_clear(victim);
+        *victim = (blocked_weights){.src = B16, .K = e->K, .N = e->N, .ldb = e->ldb, .tb = e->tb, .layout = *layout};
+        if (blocked_build(victim) != 0) {
+            blocked_clear(victim);
+            return NULL;
+        }
+        w = victim;
+    }
+    w->last_use = ++g_blocked_clock;
+    if (w->gen != g_weights_gen) {
+        const double t0 = pmt_profile_begin();
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, w->from}, {DNNL_ARG_TO, w->to}};
+        const int ok = dnnl_memory_set_data_handle(w->from, (void *)B16) == dnnl_success &&
+                       dnnl_primitive_execute(w->reorder, g_stream, 2, args) == dnnl_success &&
+                       dnnl_stream_wait(g_stream) == dnnl_success;
+        pmt_profile_end(PMT_PHASE_CONVERT, t0);
+        if (!ok) return NULL;
+        w->gen = g_weights_gen;
+    }
+    return w->data;
+}
+
+void pmt_gemm_bf16_weights_changed(void) {
+    pthread_mutex_lock(&g_cache_lock);
+    g_weights_gen++;
+    pthread_mutex_unlock(&g_cache_lock);
+}
+
+size_t pmt_gemm_bf16_packed_bytes(void) {
+    pthread_mutex_lock(&g_cache_lock);
+    const size_t bytes = g_blocked_bytes;
+    pthread_mutex_unlock(&g_cache_lock);
+    return bytes;
+}
+
 /* C (+)= op(A) · op(B) for bf16 A and B by the cached primitive of this
  * shape (accumulate: beta = 1, else beta = 0), with the cache lock held;
  * key->c_bf16: C is bf16, with the key's bias (the [N] vector `bias`) and
- * ReLU applied before the rounding. A failure (oneDNN out of memory)
- * leaves C NaN and is recorded. */
+ * ReLU applied before the rounding; key->b_blocked: B is a fixed weight
+ * matrix, multiplied through its blocked copy (the plain product when the
+ * copy cannot be made). A failure (oneDNN out of memory) leaves C NaN and
+ * is recorded. Times the product as the GEMM phase. */
 static void matmul_run_key(const matmul_entry *key, const uint16_t *A, const uint16_t *B, const float *bias, void *C) {
+    const double t_build = pmt_profile_begin();   /* a missing primitive is built here: part of the product */
     matmul_entry *e = cache_get(key);
+    pmt_profile_end(PMT_PHASE_GEMM, t_build);
+    const void *b_data = B;
+    if (key->b_blocked && (!e || !(b_data = blocked_copy(e, B)))) {
+        matmul_entry plain = *key;
+        plain.b_blocked = 0;
+        matmul_run_key(&plain, A, B, bias, C);
+        return;
+    }
+    const double t0 = pmt_profile_begin();
     int ok = e != NULL;
     if (ok) {
         dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c},
                                    {DNNL_ARG_BIAS, e->bias_mem}};
         ok = dnnl_memory_set_data_handle(e->a, (void *)A) == dnnl_success &&
-             dnnl_memory_set_data_handle(e->b, (void *)B) == dnnl_success &&
+             dnnl_memory_set_data_handle(e->b, (void *)b_data) == dnnl_success &&
              dnnl_memory_set_data_handle(e->c, C) == dnnl_success &&
              (!e->bias || dnnl_memory_set_data_handle(e->bias_mem, (void *)bias) == dnnl_success) &&
              dnnl_primitive_execute(e->prim, g_stream, e->bias ? 4 : 3, args) == dnnl_success &&
@@ -333,14 +478,16 @@ static void matmul_run_key(const matmul_entry *key, const uint16_t *A, const uin
         if (!ok)
             pmt_gemm_record_error("oneDNN bf16 matmul failed (M=%d N=%d K=%d)", key->M, key->N, key->K);
     }
+    pmt_profile_end(PMT_PHASE_GEMM, t0);
     if (ok) return;
     if (key->c_bf16) fail_output_bf16(C, key->M, key->N, key->ldc);
     else pmt_gemm_fail_output(C, key->M, key->N, key->ldc);
 }
 
 static void matmul_run(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
-                       int accumulate, float *C, int ldc) {
-    const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, accumulate, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, 0};
+                       int accumulate, int b_blocked, float *C, int ldc) {
+    const matmul_entry key = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = lda, .ldb = ldb, .ldc = ldc,
+                              .accumulate = accumulate, .b_blocked = b_blocked};
     matmul_run_key(&key, A, B, NULL, C);
 }
 
@@ -351,7 +498,7 @@ static int g_precision = PMT_PRECISION_FP32;
 static uint16_t *g_ws_a, *g_ws_b;     /* bf16 copies of the operands */
 static size_t g_ws_a_cap, g_ws_b_cap; /* elements */
 /* What g_ws_a holds: bf16(scale · src [rows, cols], leading dimension ld),
- * for pmt_sgemm_same_a; src = NULL when nothing. */
+ * for PMT_LP_SAME_A; src = NULL when nothing. */
 static struct {
     const float *src;
     int rows, cols, ld;
@@ -474,9 +621,10 @@ void pmt_bf16_convert_row(uint16_t *dst, const float *src, int cols, float scale
 /* C = alpha·op(A)·op(B) + beta·C, beta ∈ {0, 1}, on bf16 copies of A and B:
  * the caller's (A16, B16: dense, alpha folded into A16), or this layer's
  * workspace, which the operand is converted into (dense too). A's
- * conversion is skipped when same_a and the workspace holds this very A
- * already. The lock covers the workspace and the primitive cache. */
-static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+ * conversion is skipped when PMT_LP_SAME_A and the workspace holds this
+ * very A already; PMT_LP_B_FIXED with B16 multiplies B's blocked copy. The
+ * lock covers the workspace, the primitive cache and the blocked copies. */
+static void sgemm_bf16(int flags, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                        const uint16_t *A16, int lda, const float *B, const uint16_t *B16, int ldb, float beta,
                        float *C, int ldc) {
     const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
@@ -488,7 +636,7 @@ static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float al
     }
     pthread_mutex_lock(&g_cache_lock);
     const double t_convert = pmt_profile_begin();
-    if (!A16 && !(same_a && g_ws_a_holds.src == A && g_ws_a_holds.rows == a_rows && g_ws_a_holds.cols == a_cols &&
+    if (!A16 && !((flags & PMT_LP_SAME_A) && g_ws_a_holds.src == A && g_ws_a_holds.rows == a_rows && g_ws_a_holds.cols == a_cols &&
                   g_ws_a_holds.ld == lda && g_ws_a_holds.scale == alpha)) {
         pmt_bf16_convert(g_ws_a, A, a_rows, a_cols, lda, alpha);
         g_ws_a_holds.src = A;
@@ -499,16 +647,15 @@ static void sgemm_bf16(int same_a, int ta, int tb, int M, int N, int K, float al
     }
     if (!B16) pmt_bf16_convert(g_ws_b, B, b_rows, b_cols, ldb, 1.0f);
     pmt_profile_end(PMT_PHASE_CONVERT, t_convert);
-    const double t_product = pmt_profile_begin();
-    matmul_run(ta, tb, M, N, K, A16 ? A16 : g_ws_a, a_cols, B16 ? B16 : g_ws_b, b_cols, beta != 0.0f, C, ldc);
-    pmt_profile_end(PMT_PHASE_GEMM, t_product);
+    matmul_run(ta, tb, M, N, K, A16 ? A16 : g_ws_a, a_cols, B16 ? B16 : g_ws_b, b_cols, beta != 0.0f,
+               B16 && (flags & PMT_LP_B_FIXED), C, ldc);
     pthread_mutex_unlock(&g_cache_lock);
 }
 
 /* ------------------------------------------------------------------ */
 /* entry points                                                        */
 
-static void sgemm_on(pmt_gemm_backend backend, int same_a, int ta, int tb, int M, int N, int K, float alpha,
+static void sgemm_on(pmt_gemm_backend backend, int flags, int ta, int tb, int M, int N, int K, float alpha,
                      const float *A, const uint16_t *A16, int lda, const float *B, const uint16_t *B16, int ldb,
                      float beta, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
@@ -524,7 +671,7 @@ static void sgemm_on(pmt_gemm_backend backend, int same_a, int ta, int tb, int M
     }
     pmt_profile_add_flops(2.0 * M * (double)N * K);
     if (g_precision == PMT_PRECISION_BF16 && (beta == 0.0f || beta == 1.0f)) {
-        sgemm_bf16(same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);   /* times its phases */
+        sgemm_bf16(flags, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);   /* times its phases */
         return;
     }
     const double t0 = pmt_profile_begin();
@@ -545,15 +692,16 @@ void pmt_sgemm_on(pmt_gemm_backend backend, int ta, int tb, int M, int N, int K,
     sgemm_on(backend, 0, ta, tb, M, N, K, alpha, A, NULL, lda, B, NULL, ldb, beta, C, ldc);
 }
 
-void pmt_sgemm_lp(int same_a, int ta, int tb, int M, int N, int K, float alpha, const float *A, const uint16_t *A16,
+void pmt_sgemm_lp(int flags, int ta, int tb, int M, int N, int K, float alpha, const float *A, const uint16_t *A16,
                   int lda, const float *B, const uint16_t *B16, int ldb, float beta, float *C, int ldc) {
-    sgemm_on(pmt_gemm_fp32_backend(ta), same_a, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
+    sgemm_on(pmt_gemm_fp32_backend(ta), flags, ta, tb, M, N, K, alpha, A, A16, lda, B, B16, ldb, beta, C, ldc);
 }
 
 /* The products whose epilogue adds a bias (and a ReLU) and writes fp32 or
  * bf16 C: pmt_gemm_bf16_out, pmt_gemm_bf16_bias. */
-static void bf16_epilogue_product(const char *what, int ta, int tb, int M, int N, int K, const uint16_t *A16,
-                                  const uint16_t *B16, const float *bias, int relu, int c_bf16, void *C, int ldc) {
+static void bf16_epilogue_product(const char *what, int flags, int ta, int tb, int M, int N, int K,
+                                  const uint16_t *A16, const uint16_t *B16, const float *bias, int relu, int c_bf16,
+                                  void *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     if (g_precision != PMT_PRECISION_BF16 || K <= 0 || !A16 || !B16) {
         if (c_bf16) fail_output_bf16(C, M, N, ldc);
@@ -563,24 +711,22 @@ static void bf16_epilogue_product(const char *what, int ta, int tb, int M, int N
         return;
     }
     pmt_profile_add_flops(2.0 * M * (double)N * K);
-    const int lda = ta ? M : K, ldb = tb ? K : N;
-    const matmul_entry key = {ta, tb, M, N, K, lda, ldb, ldc, 0, c_bf16, bias != NULL, relu != 0,
-                              NULL, NULL, NULL, NULL, NULL, 0};
-    const double t0 = pmt_profile_begin();
+    const matmul_entry key = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = ta ? M : K, .ldb = tb ? K : N,
+                              .ldc = ldc, .c_bf16 = c_bf16, .bias = bias != NULL, .relu = relu != 0,
+                              .b_blocked = (flags & PMT_LP_B_FIXED) != 0};
     pthread_mutex_lock(&g_cache_lock);
     matmul_run_key(&key, A16, B16, bias, C);
     pthread_mutex_unlock(&g_cache_lock);
-    pmt_profile_end(PMT_PHASE_GEMM, t0);
 }
 
-void pmt_gemm_bf16_out(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+void pmt_gemm_bf16_out(int flags, int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
                        const float *bias, int relu, uint16_t *C16, int ldc) {
-    bf16_epilogue_product("bf16-output", ta, tb, M, N, K, A16, B16, bias, relu, 1, C16, ldc);
+    bf16_epilogue_product("bf16-output", flags, ta, tb, M, N, K, A16, B16, bias, relu, 1, C16, ldc);
 }
 
-void pmt_gemm_bf16_bias(int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
+void pmt_gemm_bf16_bias(int flags, int ta, int tb, int M, int N, int K, const uint16_t *A16, const uint16_t *B16,
                         const float *bias, float *C, int ldc) {
-    bf16_epilogue_product("bf16 biased", ta, tb, M, N, K, A16, B16, bias, 0, 0, C, ldc);
+    bf16_epilogue_product("bf16 biased", flags, ta, tb, M, N, K, A16, B16, bias, 0, 0, C, ldc);
 }
 
 void pmt_sgemm_in_task(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,

@@ -77,7 +77,11 @@ void linear_relu_forward(float *out, const float *inp, const float *w, const flo
  *                  linear_relu_forward_lp) and read by backward;
  *   w16 [OUT, IN]: bf16(w), rounded by the caller once per step;
  *   dout16 [N, OUT]: bf16(α · dout), from a producer that rounds its output
- *                   (the fused cross-entropy); then α is not applied again.
+ *                   (the fused cross-entropy); then α is not applied again;
+ *   w_fixed: w16 stays unchanged until the next
+ *            pmt_gemm_bf16_weights_changed, so the products may multiply
+ *            its blocked copy (nn/gemm.h PMT_LP_B_FIXED): the model's
+ *            weights, whose copy it announces at each training pass.
  * Any of them NULL: converted per product, as the plain forms do. In fp32
  * the copies are ignored, and these are the plain forms exactly; in bf16
  * they give the plain forms' bits (the same roundings). */
@@ -86,6 +90,7 @@ typedef struct linear_bf16 {
     const uint16_t *w;
     const uint16_t *dout;
     int inp_rounded;
+    int w_fixed;
 } linear_bf16;
 void linear_forward_lp(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT,
                        const linear_bf16 *lp);
@@ -103,10 +108,10 @@ void linear_backward_lp(float *dinp, float *dw, float *db, const float *dout, co
  * epilogue adds the bias, applies the ReLU and rounds (pmt_gemm_bf16_out):
  * the FFN's up projection in the bf16 precision, where the next product
  * and the ReLU's backward read only the bf16 hidden layer, so it is never
- * written in fp32. inp16 [N, IN], w16 [OUT, IN] bf16, b [OUT]. Only in the
- * bf16 precision. */
-void linear_relu_forward_bf16(uint16_t *out16, const uint16_t *inp16, const uint16_t *w16, const float *b, int N,
-                              int IN, int OUT);
+ * written in fp32. inp16 [N, IN], w16 [OUT, IN] bf16, b [OUT]; w_fixed as
+ * in linear_bf16. Only in the bf16 precision. */
+void linear_relu_forward_bf16(uint16_t *out16, const uint16_t *inp16, const uint16_t *w16, int w_fixed,
+                              const float *b, int N, int IN, int OUT);
 
 /* ---- relu: out = max(inp, 0), n elements; backward uses the saved output ---- */
 void relu_forward(float *out, const float *inp, size_t n);

@@ -165,6 +165,9 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 
 /* ---- linear ---- */
 
+/* The product flags of a layer's weight operand (nn/gemm.h). */
+static int w_flags(const linear_bf16 *lp) { return lp && lp->w && lp->w_fixed ? PMT_LP_B_FIXED : 0; }
+
 /* The A operand of a forward product: in bf16 with an inp16 slot, inp is
  * rounded into the slot here, where backward's weight-gradient product
  * finds it. */
@@ -187,7 +190,7 @@ void linear_forward_lp(float *out, const float *inp, const float *w, const float
     if (N <= 0 || OUT <= 0) return;
     const uint16_t *inp16 = forward_input16(inp, N, IN, lp);
     if (inp16 && lp->w && IN > 0) {   /* bf16 with both copies: the bias in the product's epilogue */
-        pmt_gemm_bf16_bias(0, 1, N, OUT, IN, inp16, lp->w, b, out, OUT);
+        pmt_gemm_bf16_bias(w_flags(lp), 0, 1, N, OUT, IN, inp16, lp->w, b, out, OUT);
         return;
     }
     float beta = 0.0f;
@@ -196,7 +199,7 @@ void linear_forward_lp(float *out, const float *inp, const float *w, const float
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OUT, b, sizeof(float) * OUT);
         beta = 1.0f;
     }
-    pmt_sgemm_lp(0, 0, 1, N, OUT, IN, 1.0f, inp, inp16, IN, w, lp ? lp->w : NULL, IN, beta, out, OUT);
+    pmt_sgemm_lp(w_flags(lp), 0, 1, N, OUT, IN, 1.0f, inp, inp16, IN, w, lp ? lp->w : NULL, IN, beta, out, OUT);
 }
 
 void linear_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT) {
@@ -210,7 +213,8 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
 void linear_relu_forward_lp(float *out, uint16_t *out16, const float *inp, const float *w, const float *b, int N,
                             int IN, int OUT, const linear_bf16 *lp) {
     if (N <= 0 || OUT <= 0) return;
-    pmt_sgemm_lp(0, 0, 1, N, OUT, IN, 1.0f, inp, forward_input16(inp, N, IN, lp), IN, w, lp ? lp->w : NULL, IN,
+    pmt_sgemm_lp(w_flags(lp), 0, 1, N, OUT, IN, 1.0f, inp, forward_input16(inp, N, IN, lp), IN, w,
+                 lp ? lp->w : NULL, IN,
                  0.0f, out, OUT);
 #pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
     for (int n = 0; n < N; n++) {
@@ -224,9 +228,9 @@ void linear_relu_forward_lp(float *out, uint16_t *out16, const float *inp, const
     }
 }
 
-void linear_relu_forward_bf16(uint16_t *out16, const uint16_t *inp16, const uint16_t *w16, const float *b, int N,
-                              int IN, int OUT) {
-    pmt_gemm_bf16_out(0, 1, N, OUT, IN, inp16, w16, b, 1, out16, OUT);
+void linear_relu_forward_bf16(uint16_t *out16, const uint16_t *inp16, const uint16_t *w16, int w_fixed,
+                              const float *b, int N, int IN, int OUT) {
+    pmt_gemm_bf16_out(w_fixed ? PMT_LP_B_FIXED : 0, 0, 1, N, OUT, IN, inp16, w16, b, 1, out16, OUT);
 }
 
 void linear_relu_forward(float *out, const float *inp, const float *w, const float *b, int N, int IN, int OUT) {
@@ -247,8 +251,8 @@ void linear_backward_lp(float *dinp, float *dw, float *db, const float *dout, co
     }
     const int bf16 = lp && pmt_gemm_precision() == PMT_PRECISION_BF16;
     const uint16_t *dout16 = bf16 ? lp->dout : NULL, *w16 = bf16 ? lp->w : NULL, *inp16 = bf16 ? lp->inp : NULL;
-    if (dinp) pmt_sgemm_lp(0, 0, 0, N, IN, OUT, alpha, dout, dout16, OUT, w, w16, IN, dinp_beta, dinp, IN);
-    pmt_sgemm_lp(dinp != NULL, 1, 0, OUT, IN, N, alpha, dout, dout16, OUT, inp, inp16, IN, 1.0f, dw, IN);
+    if (dinp) pmt_sgemm_lp(w_flags(lp), 0, 0, N, IN, OUT, alpha, dout, dout16, OUT, w, w16, IN, dinp_beta, dinp, IN);
+    pmt_sgemm_lp(dinp ? PMT_LP_SAME_A : 0, 1, 0, OUT, IN, N, alpha, dout, dout16, OUT, inp, inp16, IN, 1.0f, dw, IN);
     if (!db) return;
     const int nblk = (OUT + OPS_COL_BLOCK - 1) / OPS_COL_BLOCK;
 #pragma omp parallel for schedule(static) if ((long)N * OUT > OPS_PAR_MIN)
