@@ -265,28 +265,47 @@ static void test_crossentropy_fused(void) {
     free(lg); free(p); free(d);
 }
 
-static void test_attention_reference(void) {
-    enum { B = 2, T = 4, S = 6, C = 32, NH = 2, HS = C / NH };
-    const int32_t klen[B] = {6, 3};
-    const float scale = 0.25f;
+/* attention_forward against a double-precision reference for one shape:
+ * probabilities and outputs, masked keys (beyond klen, or after the query
+ * when causal) exactly 0. The softmax takes one path for rows shorter than
+ * a vector block and another for longer rows, so callers cover both and
+ * the boundary between them. */
+static void check_attention_reference(int B, int T, int S, const int32_t *klen, int causal, float scale,
+                                      int big_logits) {
+    enum { C = 32, NH = 2, HS = C / NH };
     float *q = tu_alloc(B * T * C), *k = tu_alloc(B * S * C), *v = tu_alloc(B * S * C);
     float *out = tu_alloc(B * T * C), *probs = tu_alloc(B * NH * T * S);
+    double *l = malloc(sizeof(double) * (size_t)S);
+    CHECK(l != NULL);
     tu_fill(q, B * T * C, -2, 2);
     tu_fill(k, B * S * C, -2, 2);
     tu_fill(v, B * S * C, -1, 1);
-    attention_forward(out, probs, q, k, v, C, C, klen, 1, B, T, S, C, NH, scale);
+    if (big_logits) {
+        /* Small integers, with a first component of −12 in every query head
+         * and 6..11 in the key heads: every logit is an exact integer (the
+         * reference sees the kernel's logits), from about −140 to −60, where
+         * fp32 exp underflows (below −87). Only a softmax with the row's max
+         * subtracted gets these rows right. */
+        for (int i = 0; i < B * T * C; i++) q[i] = i % HS == 0 ? -12.0f : rintf(q[i]);
+        for (int i = 0; i < B * S * C; i++) k[i] = i % HS == 0 ? (float)(6 + (i / C) % 6) : rintf(k[i]);
+    }
+    attention_forward(out, probs, q, k, v, C, C, klen, causal, B, T, S, C, NH, scale);
     double max_p = 0.0, max_o = 0.0;
+    int masked_nonzero = 0;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
-                double l[S], mx = -INFINITY, sum = 0.0;
+                double mx = -INFINITY, sum = 0.0;
+                const float *prow = probs + ((size_t)(b * NH + h) * T + t) * S;
                 for (int j = 0; j < S; j++) {
                     l[j] = -INFINITY;
-                    if (j < klen[b] && j <= t) {
+                    if (j < klen[b] && (!causal || j <= t)) {
                         l[j] = 0.0;
                         for (int d = 0; d < HS; d++)
                             l[j] += (double)q[(b * T + t) * C + h * HS + d] * k[(b * S + j) * C + h * HS + d];
                         l[j] *= scale;
+                    } else if (prow[j] != 0.0f) {
+                        masked_nonzero++;
                     }
                     mx = fmax(mx, l[j]);
                 }
@@ -296,13 +315,26 @@ static void test_attention_reference(void) {
                     for (int j = 0; j < S; j++) o += exp(l[j] - mx) / sum * v[(b * S + j) * C + h * HS + d];
                     max_o = fmax(max_o, fabs(o - out[(b * T + t) * C + h * HS + d]));
                 }
-                for (int j = 0; j < S; j++)
-                    max_p = fmax(max_p, fabs(exp(l[j] - mx) / sum - probs[((b * NH + h) * T + t) * S + j]));
+                for (int j = 0; j < S; j++) max_p = fmax(max_p, fabs(exp(l[j] - mx) / sum - prow[j]));
             }
-    printf("attention vs double reference: max |dprob| = %.3e, max |dout| = %.3e\n", max_p, max_o);
+    printf("attention vs double reference (B %d T %d S %d causal %d%s): max |dprob| = %.3e, max |dout| = %.3e\n",
+           B, T, S, causal, big_logits ? ", logits -140 to -60" : "", max_p, max_o);
+    CHECK_MSG(masked_nonzero == 0, "%d masked probabilities are not exactly 0", masked_nonzero);
     CHECK(max_p <= 1e-6);
     CHECK(max_o <= 1e-5);
-    free(q); free(k); free(v); free(out); free(probs);
+    free(q); free(k); free(v); free(out); free(probs); free(l);
+}
+
+static void test_attention_reference(void) {
+    const int32_t klen_small[2] = {6, 3};
+    check_attention_reference(2, 4, 6, klen_small, 1, 0.25f, 0);
+    /* Cross-attention rows of every length from 1 to 33 keys in one batch
+     * (S 40 leaves masked tails), and causal rows growing past 16 keys. */
+    int32_t klen_all[33];
+    for (int b = 0; b < 33; b++) klen_all[b] = b + 1;
+    check_attention_reference(33, 2, 40, klen_all, 0, 0.25f, 0);
+    check_attention_reference(2, 20, 20, (const int32_t[]){20, 17}, 1, 0.25f, 0);
+    check_attention_reference(20, 1, 20, klen_all, 0, 1.0f, 1);
 }
 
 /* With every key row (per head) of the same norm, |q|² and |k|² are constant

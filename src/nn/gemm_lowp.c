@@ -262,11 +262,16 @@ typedef struct {
     dnnl_memory_t packed[2];       /* oneDNN-owned, with their s8s8 compensation */
 } int8_layout;
 
-/* What a row count multiplies with. */
+/* What a row count multiplies with. Its memory objects are made with the
+ * primitive and pointed at each call's buffers (dnnl_memory_set_data_handle):
+ * a decoding step makes ~20 products of a few rows each, and creating and
+ * destroying three memory objects per call (allocations inside oneDNN) was
+ * a visible part of them. */
 typedef struct {
     dnnl_primitive_t prim;         /* NULL: not built yet, or one_call */
     int layout;                    /* index into layouts */
     int one_call;                  /* no primitive for this row count: the one-call form */
+    dnnl_memory_t src, dst, spad;  /* [rows, IN] s8, [rows, OUT] s32, its scratchpad (NULL: needs none) */
 } int8_rows_slot;
 
 struct pmt_int8_matmul {
@@ -346,6 +351,15 @@ static int layout_for(pmt_int8_matmul *mm, const dnnl_memory_desc_t *md, int row
     return add_layout(mm, md) == 0 ? mm->n_layouts - 1 : -1;
 }
 
+/* Destroys what a slot made, leaving it not built. */
+static void slot_release(int8_rows_slot *slot) {
+    if (slot->prim) dnnl_primitive_destroy(slot->prim);
+    dnnl_memory_t mems[3] = {slot->src, slot->dst, slot->spad};
+    for (int i = 0; i < 3; i++)
+        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    memset(slot, 0, sizeof *slot);
+}
+
 /* Makes the slot of `rows` (a multiple of 8) ready: its primitive with its
  * weights layout, or the one-call form when oneDNN builds none. -1 only
  * when memory runs out. */
@@ -370,6 +384,13 @@ static int prepare_slot(pmt_int8_matmul *mm, int rows) {
     }
     if (layout >= 0 && dnnl_primitive_create(&slot->prim, pd) == dnnl_success) {
         slot->layout = layout;
+        slot->src = wrap(NULL, rows, mm->IN, dnnl_s8, dnnl_ab);
+        slot->dst = wrap(NULL, rows, mm->OUT, dnnl_s32, dnnl_ab);
+        slot->spad = pad ? wrap(NULL, 1, (int64_t)pad, dnnl_u8, dnnl_ab) : NULL;
+        if (!slot->src || !slot->dst || (pad && !slot->spad)) {
+            slot_release(slot);
+            rc = -1;
+        }
     } else {
         slot->prim = NULL;
         slot->one_call = rc == 0;
@@ -408,8 +429,7 @@ pmt_int8_matmul *pmt_int8_matmul_init(const int8_t *wq, int IN, int OUT, int max
 
 void pmt_int8_matmul_free(pmt_int8_matmul *mm) {
     if (!mm) return;
-    for (int i = 0; mm->slots && i < mm->n_sizes; i++)
-        if (mm->slots[i].prim) dnnl_primitive_destroy(mm->slots[i].prim);
+    for (int i = 0; mm->slots && i < mm->n_sizes; i++) slot_release(&mm->slots[i]);
     for (int l = 0; l < mm->n_layouts; l++)
         for (int p = 0; p < 2; p++)
             if (mm->layouts[l].packed[p]) dnnl_memory_destroy(mm->layouts[l].packed[p]);
@@ -457,22 +477,20 @@ int linear_forward_int8(float *out, const float *in, const pmt_int8_matmul *mm, 
 }
 
 /* acc_out [rows, OUT] = s->xq [rows, IN] · part p of the weights, by the slot's primitive. */
-static int run_packed(pmt_int8_matmul *mm, const int8_rows_slot *slot, int rows, int p, int32_t *acc_out,
+static int run_packed(pmt_int8_matmul *mm, const int8_rows_slot *slot, int p, int32_t *acc_out,
                       const pmt_int8_scratch *s) {
-    dnnl_memory_t src = wrap(s->xq, rows, mm->IN, dnnl_s8, dnnl_ab), dst = wrap(acc_out, rows, mm->OUT, dnnl_s32, dnnl_ab),
-                  spad = mm->pad_bytes ? wrap(mm->pad, 1, (int64_t)mm->pad_bytes, dnnl_u8, dnnl_ab) : NULL;
     dnnl_exec_arg_t args[4] = {
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, mm->layouts[slot->layout].packed[p]}, {DNNL_ARG_DST, dst}};
+        {DNNL_ARG_SRC, slot->src}, {DNNL_ARG_WEIGHTS, mm->layouts[slot->layout].packed[p]}, {DNNL_ARG_DST, slot->dst}};
     int n_args = 3;
-    if (spad) args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, spad};
+    if (slot->spad) args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, slot->spad};
     dnnl_stream_t stream = this_thread_stream();
-    const int ok = src && dst && (!mm->pad_bytes || spad) && stream &&
+    return stream && dnnl_memory_set_data_handle(slot->src, s->xq) == dnnl_success &&
+                   dnnl_memory_set_data_handle(slot->dst, acc_out) == dnnl_success &&
+                   (!slot->spad || dnnl_memory_set_data_handle(slot->spad, mm->pad) == dnnl_success) &&
                    dnnl_primitive_execute(slot->prim, stream, n_args, args) == dnnl_success &&
-                   dnnl_stream_wait(stream) == dnnl_success;
-    dnnl_memory_t mems[3] = {src, dst, spad};
-    for (int i = 0; i < 3; i++)
-        if (mems[i]) dnnl_memory_destroy(mems[i]);
-    return ok ? 0 : -1;
+                   dnnl_stream_wait(stream) == dnnl_success
+               ? 0
+               : -1;
 }
 
 /* The output of a failed linear_forward_int8_rows: the out rows how names
@@ -501,8 +519,8 @@ int linear_forward_int8_rows(float *out, const float *in, pmt_int8_matmul *mm, c
         atomic_fetch_add(&g_fallbacks, 1);
         rc = one_call_products(mm, N, s);
     } else if (rc == 0) {
-        rc = run_packed(mm, slot, rows, 0, s->acc, s);
-        if (rc == 0 && acc_lo) rc = run_packed(mm, slot, rows, 1, acc_lo, s);
+        rc = run_packed(mm, slot, 0, s->acc, s);
+        if (rc == 0 && acc_lo) rc = run_packed(mm, slot, 1, acc_lo, s);
     }
     if (rc != 0) {
         record_failure("int8", N, mm->IN, mm->OUT);

@@ -106,11 +106,40 @@ static inline float *scratch_slice(void) {
     return scratch_buf + (size_t)thread * scratch_per_thread;
 }
 
+/* Rows shorter than this take softmax_short_row. */
+enum { SHORT_ROW = 16 };
+
+/* softmax_from_max over a row of n < SHORT_ROW logits, as one padded block.
+ * Why: the decoder's attention rows are a few keys long (a sentence's
+ * source, a hypothesis's prefix), and a row shorter than a vector ran
+ * entirely in the simd loops' scalar remainders, one exp polynomial per
+ * key: most of the softmax time of a decoding step. Here the max, the exps
+ * and the scaling run over a fixed block of SHORT_ROW lanes (the padding
+ * keys are −∞: they never win the max and give exp 0, and are not stored),
+ * and the normaliser is summed in double in key order. */
+static void softmax_short_row(float *row, int n) {
+    float x[SHORT_ROW];
+    for (int j = 0; j < SHORT_ROW; j++) x[j] = j < n ? row[j] : -INFINITY;
+    float mx = x[0];
+#pragma omp simd reduction(max : mx)
+    for (int j = 1; j < SHORT_ROW; j++) mx = x[j] > mx ? x[j] : mx;
+#pragma omp simd
+    for (int j = 0; j < SHORT_ROW; j++) x[j] = ops_exp_nonpos(x[j] - mx);
+    double sum = 0.0;
+    for (int j = 0; j < n; j++) sum += x[j];
+    const float inv = (float)(1.0 / sum);
+#pragma omp simd
+    for (int j = 0; j < SHORT_ROW; j++) x[j] = x[j] * inv;
+    memcpy(row, x, sizeof(float) * (size_t)n);
+}
+
 /* In place over row [S]: softmax of the logits row[0..nvis-1] with the max
  * subtracted (no overflow), normaliser summed in double; row[nvis..S-1] are
  * masked and set to exactly 0; nvis == 0 gives an all-zero row. */
 static void masked_softmax_row(float *row, int nvis, int S) {
-    if (nvis > 0) {
+    if (nvis > 0 && nvis < SHORT_ROW) {
+        softmax_short_row(row, nvis);
+    } else if (nvis > 0) {
         float mx = row[0];
 #pragma omp simd reduction(max : mx)
         for (int j = 1; j < nvis; j++) mx = row[j] > mx ? row[j] : mx;
