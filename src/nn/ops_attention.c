@@ -109,27 +109,21 @@ static inline float *scratch_slice(void) {
 /* Rows shorter than this take softmax_short_row. */
 enum { SHORT_ROW = 16 };
 
-/* softmax_from_max over a row of n < SHORT_ROW logits, as one padded block.
+/* The softmax of a row of n < SHORT_ROW logits, as one padded block.
  * Why: the decoder's attention rows are a few keys long (a sentence's
  * source, a hypothesis's prefix), and a row shorter than a vector ran
  * entirely in the simd loops' scalar remainders, one exp polynomial per
- * key: most of the softmax time of a decoding step. Here the max, the exps
- * and the scaling run over a fixed block of SHORT_ROW lanes (the padding
- * keys are −∞: they never win the max and give exp 0, and are not stored),
- * and the normaliser is summed in double in key order. */
+ * key: most of the softmax time of a decoding step. Here the max and
+ * ops_softmax_from_max run over a fixed block of SHORT_ROW lanes; the
+ * padding keys are −∞, so they never win the max, give exp 0 (adding
+ * nothing to the normaliser) and are not stored. */
 static void softmax_short_row(float *row, int n) {
     float x[SHORT_ROW];
     for (int j = 0; j < SHORT_ROW; j++) x[j] = j < n ? row[j] : -INFINITY;
     float mx = x[0];
 #pragma omp simd reduction(max : mx)
     for (int j = 1; j < SHORT_ROW; j++) mx = x[j] > mx ? x[j] : mx;
-#pragma omp simd
-    for (int j = 0; j < SHORT_ROW; j++) x[j] = ops_exp_nonpos(x[j] - mx);
-    double sum = 0.0;
-    for (int j = 0; j < n; j++) sum += x[j];
-    const float inv = (float)(1.0 / sum);
-#pragma omp simd
-    for (int j = 0; j < SHORT_ROW; j++) x[j] = x[j] * inv;
+    ops_softmax_from_max(x, x, SHORT_ROW, mx);
     memcpy(row, x, sizeof(float) * (size_t)n);
 }
 
