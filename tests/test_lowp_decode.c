@@ -210,6 +210,21 @@ static void test_packed_int8(void) {
     pmt_lowp_set_test_hook(PMT_LOWP_HOOK_OFF, 0);
 }
 
+/* A pmt_row_visit that copies row c to rows + c·width (and checks that
+ * its normaliser is set first and that rows come in order 0, 1, ...). */
+typedef struct row_collector {
+    float *rows;
+    const float *lse;
+    int width, calls, in_order;
+} row_collector;
+
+static void collect_row(void *ctx, int c, const float *row) {
+    row_collector *col = ctx;
+    col->in_order &= c == col->calls && isfinite(col->lse[c]) && col->lse[c] != 0.0f;
+    memcpy(col->rows + (size_t)c * col->width, row, sizeof(float) * (size_t)col->width);
+    col->calls++;
+}
+
 /* linear_forward_int8_rows (the decoder's fused steps): the named rows get
  * the bits of the exact integer product of the gathered rows followed by the
  * ReLU, the residual add or the normaliser as their own passes; rows not
@@ -252,7 +267,7 @@ static void test_int8_rows(void) {
             }
             logsumexp_rows(want_lse, rows_out, n, OUT);
             memcpy(got, start, sizeof got);
-            const pmt_int8_rows how = {mapped ? live : NULL, mapped ? live : NULL, ops[k], lse};
+            const pmt_int8_rows how = {.in_rows = mapped ? live : NULL, .out_rows = mapped ? live : NULL, .op = ops[k], .lse = lse};
             CHECK(linear_forward_int8_rows(got, x, mm, w_scale, b, n, &s, &how) == 0);
             CHECK_MSG(memcmp(got, want, sizeof got) == 0, "int8 rows, op %d, %s: not the bits of the separate passes",
                       (int)ops[k], mapped ? "live rows" : "all rows");
@@ -262,7 +277,7 @@ static void test_int8_rows(void) {
     }
     /* Input rows by one map, output rows contiguous (the decoder's logits). */
     exact_int8(prod, gathered, wq, w_scale, NULL, LIVE, IN, OUT);
-    const pmt_int8_rows logits = {live, NULL, PMT_INT8_STORE, NULL};
+    const pmt_int8_rows logits = {.in_rows = live, .op = PMT_INT8_STORE};
     memcpy(got, start, sizeof got);
     CHECK(linear_forward_int8_rows(got, x, mm, w_scale, NULL, LIVE, &s, &logits) == 0);
     CHECK(memcmp(got, prod, sizeof(float) * LIVE * OUT) == 0);
@@ -270,7 +285,7 @@ static void test_int8_rows(void) {
     /* A failed product: NaN in the named rows and lse, the rest untouched. */
     pmt_lowp_set_test_hook(PMT_LOWP_HOOK_FAIL, 1);
     memcpy(got, start, sizeof got);
-    const pmt_int8_rows add = {live, live, PMT_INT8_ADD, lse};
+    const pmt_int8_rows add = {.in_rows = live, .out_rows = live, .op = PMT_INT8_ADD, .lse = lse};
     CHECK(linear_forward_int8_rows(got, x, mm, w_scale, b, LIVE, &s, &add) == -1);
     for (int row = 0, c = 0; row < R; row++) {
         const int named = c < LIVE && live[c] == row;
@@ -298,13 +313,41 @@ static void test_int8_rows(void) {
     mm = pmt_int8_matmul_init(wwq, IN, WIDE, R, err, sizeof err);
     CHECK_MSG(mm != NULL, "%s", err);
     if (!mm) return;
-    const pmt_int8_rows vocab = {live, NULL, PMT_INT8_STORE, lse};
+    const pmt_int8_rows vocab = {.in_rows = live, .op = PMT_INT8_STORE, .lse = lse};
     CHECK(linear_forward_int8_rows(wide, x, mm, ws, NULL, LIVE, &sw, &vocab) == 0);
     logsumexp_rows(wide_lse, wide, LIVE, WIDE);
     CHECK_MSG(memcmp(lse, wide_lse, sizeof wide_lse) == 0, "int8 rows: normaliser of %d-wide rows differs", WIDE);
     static float wide_want[LIVE * WIDE];
     exact_int8(wide_want, gathered, wwq, ws, NULL, LIVE, IN, WIDE);
     CHECK(memcmp(wide, wide_want, sizeof wide) == 0);
+    /* Visited rows: each handed over once, in order, with the stored
+     * form's bits and its normaliser already set; no output written. */
+    static float row_buf[WIDE], seen[LIVE * WIDE], untouched[LIVE * WIDE];
+    row_collector col = {seen, lse, WIDE, 0, 1};
+    memset(untouched, 0, sizeof untouched);
+    pmt_int8_rows visited = {.in_rows = live, .op = PMT_INT8_STORE, .lse = lse,
+                             .visit = collect_row, .visit_ctx = &col, .row_buf = row_buf};
+    memset(lse, 0, sizeof lse);
+    CHECK(linear_forward_int8_rows(untouched, x, mm, ws, NULL, LIVE, &sw, &visited) == 0);
+    CHECK_MSG(col.calls == LIVE && col.in_order, "visited rows: %d calls (want %d), in order %d", col.calls, LIVE,
+              col.in_order);
+    CHECK_MSG(memcmp(seen, wide_want, sizeof seen) == 0, "visited rows differ from the stored ones");
+    CHECK_MSG(memcmp(lse, wide_lse, sizeof wide_lse) == 0, "visited rows: normaliser differs");
+    for (int i = 0; i < LIVE * WIDE; i++) CHECK(untouched[i] == 0.0f);
+    /* A residual add cannot be visited (there is no stored row to add to). */
+    col.calls = 0;
+    visited.op = PMT_INT8_ADD;
+    CHECK(linear_forward_int8_rows(NULL, x, mm, ws, NULL, LIVE, &sw, &visited) == -1);
+    CHECK(col.calls == 0 && isnan(lse[0]));
+    CHECK(pmt_gemm_take_error(err, sizeof err) == -1 && strstr(err, "row buffer") != NULL);
+    /* A failed product visits nothing and leaves lse NaN. */
+    visited.op = PMT_INT8_STORE;
+    pmt_lowp_set_test_hook(PMT_LOWP_HOOK_FAIL, 1);
+    CHECK(linear_forward_int8_rows(NULL, x, mm, ws, NULL, LIVE, &sw, &visited) == -1);
+    pmt_lowp_set_test_hook(PMT_LOWP_HOOK_OFF, 0);
+    CHECK(col.calls == 0);
+    for (int c = 0; c < LIVE; c++) CHECK(isnan(lse[c]));
+    CHECK(pmt_gemm_take_error(err, sizeof err) == -1);
     pmt_int8_matmul_free(mm);
 }
 
@@ -451,6 +494,47 @@ static void test_decoder(int bf16) {
     }
 }
 
+/* A visited decoder step (the search's form) hands over, for every live
+ * row in slot order, the logits and normaliser that a stored step keeps:
+ * the same bits, with the weights in fp32 (rows visited after the
+ * product) and in int8 (inside its epilogue). */
+static void test_decoder_visit(int weights) {
+    char err[256];
+    const int standard[PMT_SITES] = {0, 0, 0};
+    pmt_model m;
+    pmt_decoder stored, visited;
+    make_decoder(&m, &stored, 1, standard, weights);
+    CHECK_MSG(pmt_decoder_init(&visited, &m, SENT, BEAM, err, sizeof err) == 0, "%s", err);
+    static float seen[SENT * BEAM * VOCAB];
+    row_collector col = {seen, visited.lse, VOCAB, 0, 1};
+    visited.visit = collect_row;
+    visited.visit_ctx = &col;
+    const int32_t src[SENT * S] = {5, 6, 7, 8, 3, 9, 10, 11, 3, 0}, src_len[SENT] = {5, 4};
+    CHECK_MSG(pmt_decoder_start(&stored, src, src_len, SENT, S, BEAM, 10, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(pmt_decoder_start(&visited, src, src_len, SENT, S, BEAM, 10, err, sizeof err) == 0, "%s", err);
+    int32_t tok[SENT * BEAM] = {2, 2, 2, 2};
+    const int32_t live[SENT] = {2, 1};   /* row 3 is not live: 3 slots */
+    for (int t = 0; t < 3; t++) {
+        col.calls = 0;
+        CHECK(pmt_decoder_step_live(&stored, tok, live) != NULL);
+        CHECK(pmt_decoder_step_live(&visited, tok, live) != NULL);
+        CHECK_MSG(col.calls == 3 && col.in_order, "%s step %d: %d rows visited (want 3)",
+                  pmt_weight_type_name(weights), t, col.calls);
+        for (int r = 0; r < 3; r++) {
+            const int slot = stored.logit_slot[r];
+            CHECK(slot == visited.logit_slot[r]);
+            CHECK_MSG(memcmp(seen + (size_t)slot * VOCAB, pmt_decoder_logits_row(&stored, r), sizeof(float) * VOCAB) == 0 &&
+                          stored.lse[slot] == visited.lse[slot],
+                      "%s step %d row %d: visited logits or normaliser differ from the stored ones",
+                      pmt_weight_type_name(weights), t, r);
+        }
+        for (int r = 0; r < SENT * BEAM; r++) tok[r] = 4 + (t * 7 + r * 3) % (VOCAB - 4);
+    }
+    pmt_decoder_free(&visited);
+    pmt_decoder_free(&stored);
+    pmt_model_free(&m);
+}
+
 /* A decoder whose products fail (oneDNN refusing a shape): start and step
  * return the error instead of aborting, and the same decoder decodes the
  * next batch once the products run again (serve answers 500, then goes on). */
@@ -487,6 +571,8 @@ int main(void) {
     test_packed_int8();
     test_int8_rows();
     test_decoder(0);
+    test_decoder_visit(PMT_WEIGHTS_FP32);
+    test_decoder_visit(PMT_WEIGHTS_INT8);
     test_decoder_failure();
     if (!pmt_cpu_has_bf16()) {   /* the int8 parts ran: report them, then skip */
         const int rc = test_finish();

@@ -303,20 +303,33 @@ typedef enum pmt_int8_epilogue {
     PMT_INT8_RELU,    /* out row = max(0, that) (relu_forward's test: NaN → 0) */
     PMT_INT8_ADD      /* out row += that (residual_forward's sum) */
 } pmt_int8_epilogue;
+/* A consumer of finished product rows: row c (c < N) of a call, valid
+ * during the call only. */
+typedef void (*pmt_row_visit)(void *ctx, int c, const float *row);
 typedef struct pmt_int8_rows {
     const int32_t *in_rows;    /* NULL, or row c reads in + in_rows[c]·IN */
     const int32_t *out_rows;   /* NULL, or row c lands at out + out_rows[c]·OUT; distinct rows */
     pmt_int8_epilogue op;
     float *lse;                /* NULL, or [N]: lse[c] = log Σ_o exp(out row c) after the op (ops_log_sum_exp_row) */
+    /* NULL, or each finished row is handed to visit instead of being
+     * stored: the rows are finished one after another on the calling
+     * thread into row_buf [OUT] (the caller's; out and out_rows are unused,
+     * op is STORE or RELU), lse[c] is set, then visit(visit_ctx, c, row_buf)
+     * runs. Why: a consumer that needs a few values of each row (the
+     * search's top tokens) reads it while it is in L1, and no [N, OUT]
+     * output is written and read back from memory. */
+    pmt_row_visit visit;
+    void *visit_ctx;
+    float *row_buf;
 } pmt_int8_rows;
 /* linear_forward_int8_packed over rows chosen by how (NULL: rows 0..N-1,
  * stored). The caller owns everything: how and its maps are only read
  * during the call; in and out hold at least every row the maps name, and
  * out rows not named are untouched. Every input row is quantised before
  * any output row is written, so in may be out. 0, or -1 with the message
- * for pmt_gemm_take_error: the named out rows and lse NaN, except when N
- * exceeds the matmul's rows (out and lse untouched, as
- * linear_forward_int8_packed). */
+ * for pmt_gemm_take_error: the named out rows and lse NaN (no row
+ * visited), except when N exceeds the matmul's rows (out and lse
+ * untouched, as linear_forward_int8_packed). */
 int linear_forward_int8_rows(float *out, const float *in, pmt_int8_matmul *mm, const float *w_scale, const float *b,
                              int N, const pmt_int8_scratch *scratch, const pmt_int8_rows *how);
 

@@ -96,33 +96,48 @@ static inline float rescaled(float xs, const float *w_scale, const float *b, con
     return xs * w_scale[j] * (float)v + (b ? b[j] : 0.0f);
 }
 
+/* One product row a (and lo) finished into o by op. One plain loop per
+ * epilogue, so that none relies on the compiler taking a per-value test of
+ * the op out of its loop to vectorise. */
+static inline void finish_row(float *o, float xs, const int32_t *a, const int32_t *lo, const float *w_scale,
+                              const float *b, int OUT, pmt_int8_epilogue op) {
+    switch (op) {
+    case PMT_INT8_STORE:
+        for (int j = 0; j < OUT; j++) o[j] = rescaled(xs, w_scale, b, a, lo, j);
+        break;
+    case PMT_INT8_RELU:
+        for (int j = 0; j < OUT; j++) {
+            const float y = rescaled(xs, w_scale, b, a, lo, j);
+            o[j] = y > 0.0f ? y : 0.0f;
+        }
+        break;
+    case PMT_INT8_ADD:
+        for (int j = 0; j < OUT; j++) o[j] = o[j] + rescaled(xs, w_scale, b, a, lo, j);
+        break;
+    }
+}
+
 /* Product row c of acc [N, OUT] (and acc_lo) finished into out by how
- * (pmt_int8_rows in nn/gemm.h); how NULL: stored in row c. */
+ * (pmt_int8_rows in nn/gemm.h), or into how->row_buf and visited; how
+ * NULL: stored in row c. */
 static void rescale_rows(float *out, const int32_t *acc, const int32_t *acc_lo, const float *x_scale,
                          const float *w_scale, const float *b, int N, int OUT, const pmt_int8_rows *how) {
-    const pmt_int8_rows stored = {NULL, NULL, PMT_INT8_STORE, NULL};
+    const pmt_int8_rows stored = {.op = PMT_INT8_STORE};
     if (!how) how = &stored;
+    if (how->visit) {
+        for (int n = 0; n < N; n++) {
+            finish_row(how->row_buf, x_scale[n], acc + (size_t)n * OUT, acc_lo ? acc_lo + (size_t)n * OUT : NULL,
+                       w_scale, b, OUT, how->op);
+            if (how->lse) how->lse[n] = ops_log_sum_exp_row(how->row_buf, OUT);
+            how->visit(how->visit_ctx, n, how->row_buf);
+        }
+        return;
+    }
 #pragma omp parallel for schedule(static) if ((long)N * OUT > 32768)
     for (int n = 0; n < N; n++) {
-        const float xs = x_scale[n];
         float *o = out + mapped_row(how->out_rows, n) * OUT;
-        const int32_t *a = acc + (size_t)n * OUT, *lo = acc_lo ? acc_lo + (size_t)n * OUT : NULL;
-        /* One plain loop per epilogue, so that none relies on the compiler
-         * taking a per-value test of the op out of its loop to vectorise. */
-        switch (how->op) {
-        case PMT_INT8_STORE:
-            for (int j = 0; j < OUT; j++) o[j] = rescaled(xs, w_scale, b, a, lo, j);
-            break;
-        case PMT_INT8_RELU:
-            for (int j = 0; j < OUT; j++) {
-                const float y = rescaled(xs, w_scale, b, a, lo, j);
-                o[j] = y > 0.0f ? y : 0.0f;
-            }
-            break;
-        case PMT_INT8_ADD:
-            for (int j = 0; j < OUT; j++) o[j] = o[j] + rescaled(xs, w_scale, b, a, lo, j);
-            break;
-        }
+        finish_row(o, x_scale[n], acc + (size_t)n * OUT, acc_lo ? acc_lo + (size_t)n * OUT : NULL, w_scale, b, OUT,
+                   how->op);
         if (how->lse) how->lse[n] = ops_log_sum_exp_row(o, OUT);
     }
 }
@@ -497,7 +512,8 @@ static int run_packed(pmt_int8_matmul *mm, const int8_rows_slot *slot, int p, in
  * (rows 0..N-1 without a map) NaN, and lse NaN. -1. */
 static int rows_failed(float *out, const pmt_int8_matmul *mm, int N, const pmt_int8_rows *how) {
     const int32_t *out_rows = how ? how->out_rows : NULL;
-    for (int c = 0; c < N; c++) pmt_gemm_fail_output(out + mapped_row(out_rows, c) * mm->OUT, 1, mm->OUT, mm->OUT);
+    if (!how || !how->visit)
+        for (int c = 0; c < N; c++) pmt_gemm_fail_output(out + mapped_row(out_rows, c) * mm->OUT, 1, mm->OUT, mm->OUT);
     if (how && how->lse)
         for (int c = 0; c < N; c++) how->lse[c] = NAN;
     return -1;
@@ -509,6 +525,10 @@ int linear_forward_int8_rows(float *out, const float *in, pmt_int8_matmul *mm, c
     const int rows = pmt_int8_matmul_rows(N);
     const int refused = int8_refusal(mm, N, s);
     if (refused) return refused < 0 ? rows_failed(out, mm, N, how) : -1;
+    if (how && how->visit && (!how->row_buf || how->op == PMT_INT8_ADD)) {
+        pmt_gemm_record_error("int8 product: visited rows need a row buffer and a STORE or RELU epilogue");
+        return rows_failed(out, mm, N, how);
+    }
     quantize_mapped_rows(s->xq, s->x_scale, in, how ? how->in_rows : NULL, N, mm->IN);
     /* The padding rows multiply too: zeros, so nothing uninitialised is read. */
     memset(s->xq + (size_t)N * mm->IN, 0, (size_t)(rows - N) * mm->IN);

@@ -89,7 +89,13 @@ typedef struct search_lane {
     /* Candidates: each sentence and each row has its own slots. */
     candidate *cand;            /* [max_sent * max_beam] sentence j's candidates at j*max_beam */
     int *n_cand;                /* [max_sent] */
-    candidate *row_top;         /* [max_rows * max_beam] top tokens of row r at r*max_beam */
+    /* Each live row's share of the last step, by its slot (the decoder's
+     * logit_slot), taken from its logits as the decoder finished them
+     * (take_row): its top tokens by logit at slot*max_beam, how many, and
+     * its EOS logit (-INFINITY outside a shortlist). */
+    candidate *row_top;         /* [max_rows * max_beam] */
+    int *n_top;                 /* [max_rows] */
+    float *eos_logit;           /* [max_rows] */
 
     pmt_search_stats stats;     /* of the last run */
     char err[400];              /* a failed start's or step's message */
@@ -129,7 +135,7 @@ static void lane_free(search_lane *ln) {
     if (ln->view.act) pmt_model_free(&ln->view);
     free(ln->src_pad); free(ln->src_len); free(ln->sent_id); free(ln->max_out); free(ln->live); free(ln->keep);
     free(ln->hist); free(ln->hist2); free(ln->cum); free(ln->cum2); free(ln->tokens); free(ln->parent);
-    free(ln->cand); free(ln->n_cand); free(ln->row_top);
+    free(ln->cand); free(ln->n_cand); free(ln->row_top); free(ln->n_top); free(ln->eos_logit);
     memset(ln, 0, sizeof *ln);
 }
 
@@ -157,9 +163,11 @@ static int lane_init(search_lane *ln, pmt_model *m, int max_sent, int max_beam, 
     ln->cand = calloc(rows, sizeof *ln->cand);
     ln->n_cand = calloc(ns, sizeof *ln->n_cand);
     ln->row_top = calloc(rows * max_beam, sizeof *ln->row_top);
+    ln->n_top = calloc(rows, sizeof *ln->n_top);
+    ln->eos_logit = calloc(rows, sizeof *ln->eos_logit);
     if (!ln->src_pad || !ln->src_len || !ln->sent_id || !ln->max_out || !ln->live || !ln->keep || !ln->hist ||
         !ln->hist2 || !ln->cum || !ln->cum2 || !ln->tokens || !ln->parent || !ln->cand || !ln->n_cand ||
-        !ln->row_top) {
+        !ln->row_top || !ln->n_top || !ln->eos_logit) {
         snprintf(err, errlen, "search: out of memory (%d sentences x beam %d)", max_sent, max_beam);
         lane_free(ln);
         return -1;
@@ -235,7 +243,8 @@ static void top_insert(candidate *top, int *n, int k, candidate c) {
 /* Logits per block of the top-token scan (four 512-bit vectors). */
 enum { TOP_BLOCK = 64 };
 
-/* The k most probable tokens of row r (ties: lower id), into top, by logit.
+/* The k most probable tokens of row r (ties: lower id) by its logits lg
+ * [d->n_vocab], into top.
  * PAD and BOS are never outputs (training never targets them): they are
  * not proposed.
  * Why blocks: once the list is full, almost no logit of a row enters it,
@@ -244,8 +253,7 @@ enum { TOP_BLOCK = 64 };
  * vector lanes with the same comparison (!(lg <= worst), so NaN still
  * enters as before); a block with no entrant is skipped, and any other
  * block runs the scalar scan, so the list is the one the plain scan gives. */
-static int row_top_tokens(const pmt_decoder *d, int r, int k, candidate *top) {
-    const float *lg = pmt_decoder_logits_row(d, r);
+static int row_top_tokens(const pmt_decoder *d, const float *lg, int r, int k, candidate *top) {
     const int V = d->n_vocab;
     const int32_t *ids = d->shortlisted ? d->vocab_ids : NULL;   /* column → token (increasing) */
     int n = 0;
@@ -298,6 +306,7 @@ typedef struct run_ctx {
     search_lane *ln;            /* row state */
     const pmt_decode_options *opt;
     int max_beam, max_len, beam, cap;
+    int t;                      /* the step being decoded: tokens generated so far */
 } run_ctx;
 
 /* Can input sentence sid stop, given its live rows' cumulative log-probs
@@ -316,9 +325,32 @@ static int sentence_done(const run_ctx *x, int sid, const double *cum, int live,
     return 1;
 }
 
+/* Beam width left for active sentence j: beam minus its finished hypotheses. */
+static int sentence_width(const run_ctx *x, int j) {
+    return x->beam - x->p->n_fin[x->ln->sent_id[j]];
+}
+
+/* The decoder's visitor (pmt_decoder.visit, ctx the run_ctx): takes what
+ * the search needs of live row slot's logits while they are in cache: the
+ * top k = sentence_width tokens of its row, unless its sentence reached
+ * the output limit (then only EOS may follow), and the EOS logit. The
+ * widths do not change before sentence_candidates reads them: finished
+ * hypotheses are only added after every sentence's candidates are taken. */
+static void take_row(void *ctx, int slot, const float *logits) {
+    const run_ctx *x = ctx;
+    const pmt_decoder *d = x->d;
+    search_lane *p = x->ln;
+    const int r = d->live_rows[slot], j = r / x->beam;
+    const int eos_col = d->shortlisted ? d->vocab_col[PMT_EOS_ID] : PMT_EOS_ID;
+    p->eos_logit[slot] = eos_col < 0 ? -INFINITY : logits[eos_col];
+    p->n_top[slot] = x->t >= p->max_out[j] ? 0
+                     : row_top_tokens(d, logits, r, sentence_width(x, j), p->row_top + (size_t)slot * x->max_beam);
+}
+
 /* The candidates of active sentence j at step t (t tokens generated so far):
  * the top k tokens of each live row, or only EOS once the limit is reached,
- * into cand[j*max_beam ..], best first (at most k); sets n_cand[j]. */
+ * into cand[j*max_beam ..], best first (at most k); sets n_cand[j]. A
+ * candidate's log-prob is its logit minus its row's normaliser. */
 static void sentence_candidates(const run_ctx *x, int j, int t, int k) {
     const pmt_decoder *d = x->d;
     search_lane *p = x->ln;
@@ -326,20 +358,20 @@ static void sentence_candidates(const run_ctx *x, int j, int t, int k) {
     candidate *cand = p->cand + (size_t)j * x->max_beam;
     int n = 0;
     for (int r = first; r < first + p->live[j]; r++) {
-        candidate *top = p->row_top + (size_t)r * x->max_beam;
-        int m = forced ? 1 : row_top_tokens(d, r, k, top);
-        if (forced) top[0].token = PMT_EOS_ID;
-        for (int i = 0; i < m; i++) {
-            candidate c = {p->cum[r] + pmt_decoder_logprob(d, r, top[i].token), r, top[i].token};
+        const int slot = d->logit_slot[r];
+        const double lse = (double)d->lse[slot];
+        if (forced) {
+            candidate c = {p->cum[r] + ((double)p->eos_logit[slot] - lse), r, PMT_EOS_ID};
+            top_insert(cand, &n, k, c);
+            continue;
+        }
+        const candidate *top = p->row_top + (size_t)slot * x->max_beam;
+        for (int i = 0; i < p->n_top[slot]; i++) {
+            candidate c = {p->cum[r] + (top[i].score - lse), r, top[i].token};
             top_insert(cand, &n, k, c);
         }
     }
     p->n_cand[j] = n;
-}
-
-/* Beam width left for active sentence j: beam minus its finished hypotheses. */
-static int sentence_width(const run_ctx *x, int j) {
-    return x->beam - x->p->n_fin[x->ln->sent_id[j]];
 }
 
 /* One search step for active sentence j: takes its candidates, finishes
@@ -426,21 +458,27 @@ static int decode_lane(pmt_search *s, search_lane *ln, const pmt_decode_options 
     d->shortlist_k = opt->shortlist;
     if (pmt_decoder_start(d, ln->src_pad, ln->src_len, count, S, opt->beam_size, cap, ln->err, sizeof ln->err) != 0)
         return -1;
-    run_ctx x = {d, p, ln, opt, s->max_beam, s->m->max_len, opt->beam_size, cap};
+    run_ctx x = {d, p, ln, opt, s->max_beam, s->m->max_len, opt->beam_size, cap, 0};
     for (int r = 0; r < d->rows; r++) {
         ln->tokens[r] = PMT_BOS_ID;
         ln->cum[r] = 0.0;
     }
-    for (int t = 0; d->n_sent > 0; t++) {
+    d->visit = take_row;
+    d->visit_ctx = &x;
+    int rc = 0;
+    for (x.t = 0; d->n_sent > 0; x.t++) {
         if (!pmt_decoder_step_live(d, ln->tokens, ln->live)) {
             snprintf(ln->err, sizeof ln->err, "%s", d->error);
-            return -1;
+            rc = -1;
+            break;
         }
         ln->stats.steps++;
         ln->stats.row_steps += d->rows;
-        if (batch_step(&x, t) == 0) break;
+        if (batch_step(&x, x.t) == 0) break;
     }
-    return 0;
+    d->visit = NULL;   /* x lives on this stack frame only */
+    d->visit_ctx = NULL;
+    return rc;
 }
 
 /* Decodes the sentences order[0..n) (a sub-batch that fits the encoder

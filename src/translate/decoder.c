@@ -222,7 +222,7 @@ static void step_linear(const pmt_decoder *d, float *out, const float *in, const
     if (lm && lm->q8) {
         assert(lm->rows == OUT);
         const int32_t *rows = all_live ? NULL : d->live_rows;
-        const pmt_int8_rows how = {rows, rows, (pmt_int8_epilogue)op, NULL};
+        const pmt_int8_rows how = {.in_rows = rows, .out_rows = rows, .op = (pmt_int8_epilogue)op};
         (void)linear_forward_int8_rows(out, in, lm->q8, lm->q8_scale, b, d->n_live, &d->q8_scratch, &how);
         return;
     }
@@ -585,8 +585,11 @@ const float *pmt_decoder_step_live(pmt_decoder *d, const int32_t *tokens, const 
      * vocabulary: all of it, or its shortlist's rows. */
     const float *w_out = d->shortlisted ? d->vocab_w : m->wte;
     const struct pmt_lowp_matrix *lm = d->shortlisted ? (d->vocab_lowp->w ? d->vocab_lowp : NULL) : find_lowp(d, m->wte);
+    const int int8_visits = lm && lm->q8 && d->visit;
     if (lm && lm->q8) {
-        const pmt_int8_rows how = {d->n_live == R ? NULL : d->live_rows, NULL, PMT_INT8_STORE, d->lse};
+        /* visited: finished one row at a time in logits' first row */
+        const pmt_int8_rows how = {d->n_live == R ? NULL : d->live_rows, NULL, PMT_INT8_STORE, d->lse,
+                                   d->visit, d->visit_ctx, d->logits};
         (void)linear_forward_int8_rows(d->logits, d->ln, lm->q8, lm->q8_scale, NULL, d->n_live, &d->q8_scratch, &how);
     } else {
         linear_with(d, lm, d->logits, d->n_live == R ? d->ln : gather_live(d, d->ln, C), w_out, NULL, d->n_live, C,
@@ -598,6 +601,8 @@ const float *pmt_decoder_step_live(pmt_decoder *d, const int32_t *tokens, const 
         snprintf(d->error, sizeof d->error, "decoder step %d: %s", d->t, why);
         return NULL;
     }
+    if (d->visit && !int8_visits)
+        for (int c = 0; c < d->n_live; c++) d->visit(d->visit_ctx, c, d->logits + (size_t)c * d->n_vocab);
     d->t++;
     return d->logits;
 }

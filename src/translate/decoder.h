@@ -101,6 +101,17 @@ typedef struct pmt_decoder {
      * [n_sent, NH, beam, S] (source positions past src_len are 0). Alignment
      * views (serve's heatmap) set it; the search leaves it NULL. */
     float *cross_probs_out;
+    /* Optional, caller-set (NULL by default): when set, each step hands
+     * every live row's logits to visit(visit_ctx, slot, logits) as soon as
+     * they and their normaliser lse[slot] are finished (slot: the row's
+     * place in the step's live rows, logit_slot), instead of keeping them:
+     * after such a step pmt_decoder_logits_row and pmt_decoder_logprob must
+     * not be called. Why: the search needs a few values of each row; a
+     * kept row is 32 KB (V = 8000) written and read back from memory, and
+     * in a visited row they are taken while it is in L1. With int8 weights
+     * the row never leaves the product's epilogue. */
+    pmt_row_visit visit;
+    void *visit_ctx;
     /* Low-precision weights (m->decode_weights int8 or bf16): every matrix
      * the encoder and a step multiply by, once, as a packed int8 matmul with
      * its row scales or as a bf16 matmul (nn/gemm.h), found by the
@@ -163,6 +174,8 @@ const float *pmt_decoder_step(pmt_decoder *d, const int32_t *tokens);
  * over fewer rows. Returns the logits of the live rows in row order,
  * [n_live, V]; pmt_decoder_logits_row finds a row's. */
 const float *pmt_decoder_step_live(pmt_decoder *d, const int32_t *tokens, const int32_t *live);
+/* (With d->visit set, the rows were visited and the returned pointer only
+ * says that the step succeeded: its contents are not the logits.) */
 
 /* The logits [n_vocab] of live row r of the last step (column c is token
  * c, or vocab_ids[c] when the batch is shortlisted). */
