@@ -384,6 +384,57 @@ static void test_search_random(const int kinds[PMT_SITES]) {
     pmt_model_free(&m);
 }
 
+/* The lanes a search deals a sub-batch to depend on its size and the beam
+ * (beam_search.c: about 32 rows a lane, at most 8 lanes, larger ones
+ * beyond): every size from one sentence to past the lane cap, greedy and
+ * beam 4, gives each sentence the n-best it gets alone. */
+enum { LANE_SENT = 150 };
+static void test_search_lanes(void) {
+    char err[256];
+    const int standard[PMT_SITES] = {0, 0, 0};
+    pmt_model m;
+    if (make_model(&m, standard, 0, 16, 1, LANE_SENT * 8, 24, 5) != 0) return;
+    static int32_t src[LANE_SENT][7];
+    const int32_t *ptrs[LANE_SENT];
+    int lens[LANE_SENT];
+    unsigned seed = 17;
+    for (int i = 0; i < LANE_SENT; i++) {
+        lens[i] = 1 + (int)(lcg_token(&seed) % 7);
+        for (int j = 0; j < lens[i]; j++) src[i][j] = lcg_token(&seed);
+        ptrs[i] = src[i];
+    }
+    pmt_search s, one;
+    CHECK_MSG(pmt_search_init(&s, &m, LANE_SENT, 4, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(pmt_search_init(&one, &m, 1, 4, err, sizeof err) == 0, "%s", err);
+    static const int sizes[] = {2, 3, 9, 17, 33, 64, 129, LANE_SENT};
+    for (int beam = 1; beam <= 4; beam += 3) {
+        const pmt_decode_options opt = {beam, beam, 0.6, 1.5, 3, PMT_COMPUTE_AUTO, 0};
+        static pmt_nbest alone[LANE_SENT], batch[LANE_SENT];
+        static int32_t alone_ids[LANE_SENT][4][32];
+        static pmt_hypothesis alone_hyp[LANE_SENT][4];
+        for (int i = 0; i < LANE_SENT; i++) {
+            CHECK(pmt_search_run(&one, &opt, &ptrs[i], &lens[i], 1, &alone[i], err, sizeof err) == 0);
+            for (int k = 0; k < alone[i].n; k++) {   /* the next run reuses one's pool */
+                alone_hyp[i][k] = alone[i].hyp[k];
+                memcpy(alone_ids[i][k], alone[i].hyp[k].ids, (size_t)alone[i].hyp[k].len * sizeof(int32_t));
+                alone_hyp[i][k].ids = alone_ids[i][k];
+            }
+            alone[i].hyp = alone_hyp[i];
+        }
+        for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+            const int n = sizes[z];
+            CHECK_MSG(pmt_search_run(&s, &opt, ptrs, lens, n, batch, err, sizeof err) == 0, "beam %d, %d sentences: %s",
+                      beam, n, err);
+            int same = 1;
+            for (int i = 0; i < n; i++) same &= same_nbest(&batch[i], &alone[i]);
+            CHECK_MSG(same, "beam %d, %d sentences: a batched n-best differs from the sentence alone", beam, n);
+        }
+    }
+    pmt_search_free(&one);
+    pmt_search_free(&s);
+    pmt_model_free(&m);
+}
+
 /* ---------------------------------------------------------------- */
 /* 4. overfitted reversal model                                      */
 
@@ -496,6 +547,7 @@ int main(void) {
     test_search_random(all_std);
     test_search_random(all_proj);
     test_search_random(mixed);
+    test_search_lanes();
     test_overfit(all_std, "standard");
     test_overfit(all_proj, "projection");
     /* The pooling family searches and learns too. */

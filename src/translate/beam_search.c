@@ -27,7 +27,7 @@
  * input index, so the output order is the input order.
  *
  * Lanes: a sub-batch is dealt round-robin (in length order, so every lane
- * gets the same mix of lengths) to lanes_for(n) lanes, each with its own
+ * gets the same mix of lengths) to lanes_for(n, beam) lanes, each with its own
  * decoder and row state, run in one OpenMP region, one lane per thread at a
  * time, every kernel of a lane (its encoder pass included, in the lane's
  * own arena: pmt_model_init_view) on that lane's thread alone.
@@ -36,8 +36,14 @@
  * processes a barrier waits for a thread that is not running (measured on
  * the 2-core reference machine under load: 2 threads decoded 4-10x slower
  * than 1). A lane runs a whole sub-batch without synchronising. The number
- * of lanes and who goes where depend on n only, never on the thread count,
- * so results are the same bits for any --threads.
+ * of lanes and who goes where depend on n and the beam only, never on the
+ * thread count, so results are the same bits for any --threads.
+ * Lane size: a thread that finishes its last lane waits for the others at
+ * the end of the region, so smaller lanes balance better, while products
+ * over fewer rows run further from their peak (and round up to 8 rows).
+ * Measured on AMD EPYC Zen 4 (2 threads, batch 64, 2026-12-04): lanes of
+ * 16 sentences beat 8, 12 and 32 for greedy search, and lanes of 8 beat 4,
+ * 16 and 32 for beam 4: about 32 rows a lane (docs/speed.md).
  */
 #include "translate/beam_search.h"
 
@@ -57,14 +63,27 @@ typedef struct candidate {
     int32_t token;
 } candidate;
 
-/* Sentences per lane at most (sub-batches of more are split over more
- * lanes); and a sub-batch of two or more sentences has at least two lanes so
- * that two cores share it. */
-enum { LANE_SENTENCES = 32, MIN_LANES = 2 };
+/* Rows a lane is sized for, and its sentences at most (the lane size
+ * above): a lane takes lane_sentences(beam) sentences (sub-batches of more
+ * are split over more lanes), but a sub-batch has at most MAX_LANES lanes
+ * (each owns a decoder with its own packed weights: ~35 MB resident for
+ * the shipped model), larger ones when more sentences come; and a
+ * sub-batch of two or more sentences has at least two lanes so that two
+ * cores share it. */
+enum { LANE_ROWS = 32, LANE_MAX_SENTENCES = 16, MIN_LANES = 2, MAX_LANES = 8 };
 
-static int lanes_for(int n) {
-    const int by_size = (n + LANE_SENTENCES - 1) / LANE_SENTENCES;
-    return n <= 1 ? 1 : (by_size > MIN_LANES ? by_size : MIN_LANES);
+static int lane_sentences(int beam) {
+    const int n = LANE_ROWS / beam;
+    return n < 1 ? 1 : (n > LANE_MAX_SENTENCES ? LANE_MAX_SENTENCES : n);
+}
+
+/* Lanes for n sentences at this beam: never fewer for a larger n or beam
+ * (lane_sentences does not grow with the beam), so the lanes allocated for
+ * the search's max_batch and max_beam cover every run. */
+static int lanes_for(int n, int beam) {
+    const int per_lane = lane_sentences(beam), by_size = (n + per_lane - 1) / per_lane;
+    if (n <= 1) return 1;
+    return by_size < MIN_LANES ? MIN_LANES : (by_size > MAX_LANES ? MAX_LANES : by_size);
 }
 
 /* One lane: a decoder and the row state of the sentences it decodes (its
@@ -192,15 +211,22 @@ int pmt_search_init(pmt_search *s, pmt_model *m, int max_batch, int max_beam, ch
         p->fin = calloc(rows, sizeof *p->fin);
         p->n_fin = calloc(nb, sizeof *p->n_fin);
         p->order = calloc(nb, sizeof *p->order);
-        p->lanes = calloc((size_t)lanes_for(max_batch), sizeof *p->lanes);
+        p->lanes = calloc((size_t)lanes_for(max_batch, max_beam), sizeof *p->lanes);
     }
     if (!p || !p->fin_ids || !p->fin || !p->n_fin || !p->order || !p->lanes) {
         snprintf(err, errlen, "search: out of memory (%d sentences x beam %d)", max_batch, max_beam);
         pmt_search_free(s);
         return -1;
     }
-    p->lane_max = max_batch < LANE_SENTENCES ? max_batch : LANE_SENTENCES;
-    for (int k = 0; k < lanes_for(max_batch); k++) {
+    /* A lane's sentences at most, for any n <= max_batch and beam: at most
+     * lane_sentences(beam) <= LANE_MAX_SENTENCES, or n / MAX_LANES rounded
+     * up once the lanes are capped. The decoder caches are sized for
+     * lane_max × max_beam rows, but a lane of a large beam takes fewer
+     * sentences and touches only the pages of its rows. */
+    const int capped = (max_batch + MAX_LANES - 1) / MAX_LANES;
+    p->lane_max = capped > LANE_MAX_SENTENCES ? capped : LANE_MAX_SENTENCES;
+    if (p->lane_max > max_batch) p->lane_max = max_batch;
+    for (int k = 0; k < lanes_for(max_batch, max_beam); k++) {
         if (lane_init(&p->lanes[k], m, p->lane_max, max_beam, err, errlen) != 0) {
             pmt_search_free(s);
             return -1;
@@ -486,8 +512,12 @@ static int decode_lane(pmt_search *s, search_lane *ln, const pmt_decode_options 
 static int decode_sub_batch(pmt_search *s, const pmt_decode_options *opt, const int32_t *const *src,
                             const int *src_len, const int *order, int n, char *err, size_t errlen) {
     search_pool *p = s->pool;
-    const int n_lanes = lanes_for(n);
-    assert(n_lanes <= p->n_lanes && (n + n_lanes - 1) / n_lanes <= p->lane_max);
+    const int n_lanes = lanes_for(n, opt->beam_size);
+    if (n_lanes > p->n_lanes || (n + n_lanes - 1) / n_lanes > p->lane_max) {   /* never, by lanes_for */
+        snprintf(err, errlen, "search: %d sentences at beam %d need %d lanes of %d, %d of %d allocated", n,
+                 opt->beam_size, n_lanes, (n + n_lanes - 1) / n_lanes, p->n_lanes, p->lane_max);
+        return -1;
+    }
     const int threads = omp_get_max_threads() < n_lanes ? omp_get_max_threads() : n_lanes;
     /* The attention kernels' per-thread scratch must cover this many threads
      * before the region (one compare when the model reserved it already). */
