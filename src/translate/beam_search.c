@@ -226,14 +226,24 @@ int pmt_search_init(pmt_search *s, pmt_model *m, int max_batch, int max_beam, ch
     const int capped = (max_batch + MAX_LANES - 1) / MAX_LANES;
     p->lane_max = capped > LANE_MAX_SENTENCES ? capped : LANE_MAX_SENTENCES;
     if (p->lane_max > max_batch) p->lane_max = max_batch;
-    for (int k = 0; k < lanes_for(max_batch, max_beam); k++) {
-        if (lane_init(&p->lanes[k], m, p->lane_max, max_beam, err, errlen) != 0) {
-            pmt_search_free(s);
-            return -1;
-        }
-        p->n_lanes = k + 1;
+    /* Lane 0 now, so that a model the decoder cannot run fails here; the
+     * others when first needed (decode_sub_batch). */
+    p->n_lanes = lanes_for(max_batch, max_beam);
+    if (lane_init(&p->lanes[0], m, p->lane_max, max_beam, err, errlen) != 0) {
+        pmt_search_free(s);
+        return -1;
     }
     return 0;
+}
+
+/* Makes lane ln on first use (its fields are zero until then). 0, or -1
+ * with the message in ln->err. */
+static int lane_ready(pmt_search *s, search_lane *ln) {
+    if (ln->dec.m) return 0;
+    char why[sizeof ln->err];
+    if (lane_init(ln, s->m, ((search_pool *)s->pool)->lane_max, s->max_beam, why, sizeof why) == 0) return 0;
+    snprintf(ln->err, sizeof ln->err, "%s", why);   /* lane_init left ln zeroed */
+    return -1;
 }
 
 void pmt_search_free(pmt_search *s) {
@@ -531,7 +541,8 @@ static int decode_sub_batch(pmt_search *s, const pmt_decode_options *opt, const 
         /* Every kernel of the lane on this thread only, also when the region
          * has one thread (this ICV is the lane task's own). */
         omp_set_num_threads(1);
-        failed |= decode_lane(s, &p->lanes[k], opt, src, src_len, order, k, n_lanes, n) != 0;
+        failed |= lane_ready(s, &p->lanes[k]) != 0 ||
+                  decode_lane(s, &p->lanes[k], opt, src, src_len, order, k, n_lanes, n) != 0;
     }
     for (int k = 0; k < n_lanes; k++) {
         s->stats.steps += p->lanes[k].stats.steps;

@@ -9,7 +9,12 @@
  * Ownership: a pmt_search borrows its model and owns its decoders (one per
  * lane, see beam_search.c) and its result pool; the
  * pmt_nbest lists it fills point into that pool and stay valid until the next
- * pmt_search_run or pmt_search_free. Nothing allocates after init.
+ * pmt_search_run or pmt_search_free. Nothing allocates after init but a
+ * lane: init makes the first; each further one (a decoder with its
+ * low-precision weights, and an encoder arena) is made the first time a
+ * sub-batch needs it, and kept until pmt_search_free (a run that cannot
+ * make one fails with the message). Why: one sentence needs one lane, and
+ * a batch of 64 at beam 4 eight.
  */
 #ifndef PROJMT_BEAM_SEARCH_H
 #define PROJMT_BEAM_SEARCH_H
