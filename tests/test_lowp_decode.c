@@ -23,6 +23,7 @@
  * test SKIPs (77).
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +182,23 @@ static void test_packed_int8(void) {
         const long ran = pmt_int8_fallback_count() - fallbacks;
         CHECK_MSG(hooks[h] == PMT_LOWP_HOOK_NO_PACKED ? ran == 4 : ran == 0, "fallback ran %ld times (hook %d)", ran,
                   (int)hooks[h]);
+        /* A matmul sharing these weights (its own primitives, and its own
+         * copy of a layout only it wants): the same bits, also after it
+         * is freed for the one it shares from. */
+        pmt_int8_matmul *sh = pmt_int8_matmul_init_sharing(mm, MAX_ROWS, err, sizeof err);
+        CHECK_MSG(sh != NULL, "%s", err);
+        for (size_t k = 0; sh && k < sizeof rows / sizeof *rows; k++) {
+            const float *bias = k % 2 ? b : NULL;
+            exact_int8(want, x, wq, w_scale, bias, rows[k], IN, OUT);
+            memset(packed, 0xff, sizeof packed);
+            CHECK(linear_forward_int8_packed(packed, x, sh, w_scale, bias, rows[k], &s2) == 0);
+            CHECK_MSG(memcmp(want, packed, sizeof(float) * rows[k] * OUT) == 0,
+                      "sharing int8 matmul differs at %d rows (hook %d)", rows[k], (int)hooks[h]);
+        }
+        pmt_int8_matmul_free(sh);
+        CHECK(linear_forward_int8_packed(packed, x, mm, w_scale, b, MAX_ROWS, &s2) == 0);
+        exact_int8(want, x, wq, w_scale, b, MAX_ROWS, IN, OUT);
+        CHECK(memcmp(want, packed, sizeof(float) * MAX_ROWS * OUT) == 0);
         /* More rows than the matmul was made for: an error, not a write past
          * the scratch or the output (sized for MAX_ROWS + 1 rows here). */
         memset(packed, 0xff, sizeof packed);
@@ -208,6 +226,49 @@ static void test_packed_int8(void) {
         pmt_int8_matmul_free(mm);
     }
     pmt_lowp_set_test_hook(PMT_LOWP_HOOK_OFF, 0);
+}
+
+/* Two matmuls over one packed copy (the search's lanes) multiplying at
+ * the same time on two threads, each through its own scratch: every
+ * product the exact integer one, with row counts that build primitives
+ * while the other runs. */
+static void test_shared_int8_threads(void) {
+    enum { IN = 64, OUT = 300, MAX_ROWS = 40, ROUNDS = 30 };
+    static float x[MAX_ROWS * IN], w[OUT * IN], w_scale[OUT], out[2][MAX_ROWS * OUT];
+    static int8_t wq[OUT * IN], xq[2][MAX_ROWS * IN];
+    static float x_scale[2][MAX_ROWS];
+    static int32_t acc[2][MAX_ROWS * OUT], acc_lo[2][MAX_ROWS * OUT];
+    char err[256];
+    pmt_rng r = {31};
+    fill_saturating(x, MAX_ROWS * IN, w, OUT * IN, &r);
+    pmt_int8_quantize_rows(wq, w_scale, w, OUT, IN);
+    pmt_int8_matmul *mm[2];
+    mm[0] = pmt_int8_matmul_init(wq, IN, OUT, MAX_ROWS, err, sizeof err);
+    CHECK_MSG(mm[0] != NULL, "%s", err);
+    if (!mm[0]) return;
+    mm[1] = pmt_int8_matmul_init_sharing(mm[0], MAX_ROWS, err, sizeof err);
+    CHECK_MSG(mm[1] != NULL, "%s", err);
+    if (!mm[1]) {
+        pmt_int8_matmul_free(mm[0]);
+        return;
+    }
+    int wrong[2] = {0, 0};
+#pragma omp parallel num_threads(2)
+    {
+        const int t = omp_get_thread_num();
+        pmt_int8_scratch s = {xq[t], x_scale[t], acc[t], acc_lo[t]};
+        static float local_want[2][MAX_ROWS * OUT];
+        for (int round = 0; round < ROUNDS; round++) {
+            const int n = 1 + (round * 7 + t * 13) % MAX_ROWS;
+            if (linear_forward_int8_packed(out[t], x, mm[t], w_scale, NULL, n, &s) != 0) wrong[t]++;
+            exact_int8(local_want[t], x, wq, w_scale, NULL, n, IN, OUT);
+            if (memcmp(local_want[t], out[t], sizeof(float) * (size_t)n * OUT) != 0) wrong[t]++;
+        }
+    }
+    CHECK_MSG(wrong[0] == 0 && wrong[1] == 0, "int8 matmuls sharing weights on two threads: %d and %d wrong products",
+              wrong[0], wrong[1]);
+    pmt_int8_matmul_free(mm[1]);
+    pmt_int8_matmul_free(mm[0]);
 }
 
 /* A pmt_row_visit that copies row c to rows + c·width (and checks that
@@ -535,6 +596,39 @@ static void test_decoder_visit(int weights) {
     pmt_model_free(&m);
 }
 
+/* A decoder sharing another's low-precision weights
+ * (pmt_decoder_init_sharing, the search's lanes) gives the same logits and
+ * normalisers, step by step; sharing is refused across models. */
+static void test_decoder_sharing(int weights) {
+    char err[256];
+    const int standard[PMT_SITES] = {0, 0, 0};
+    pmt_model m, other;
+    pmt_decoder base, shared, refused;
+    make_decoder(&m, &base, 1, standard, weights);
+    CHECK_MSG(pmt_decoder_init_sharing(&shared, &m, SENT, BEAM, &base, err, sizeof err) == 0, "%s", err);
+    make_decoder(&other, &refused, 1, standard, weights);
+    pmt_decoder_free(&refused);
+    CHECK(pmt_decoder_init_sharing(&refused, &other, SENT, BEAM, &base, err, sizeof err) == -1 &&
+          strstr(err, "same model") != NULL);
+    const int32_t src[SENT * S] = {5, 6, 7, 8, 3, 9, 10, 11, 3, 0}, src_len[SENT] = {5, 4};
+    CHECK_MSG(pmt_decoder_start(&base, src, src_len, SENT, S, BEAM, 10, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(pmt_decoder_start(&shared, src, src_len, SENT, S, BEAM, 10, err, sizeof err) == 0, "%s", err);
+    int32_t tok[SENT * BEAM] = {2, 2, 2, 2};
+    for (int t = 0; t < 3; t++) {
+        const float *a = pmt_decoder_step(&base, tok), *b = pmt_decoder_step(&shared, tok);
+        CHECK(a && b);
+        if (!a || !b) break;
+        CHECK_MSG(memcmp(a, b, sizeof(float) * SENT * BEAM * VOCAB) == 0 &&
+                      memcmp(base.lse, shared.lse, sizeof(float) * SENT * BEAM) == 0,
+                  "%s step %d: the sharing decoder's logits differ", pmt_weight_type_name(weights), t);
+        for (int r = 0; r < SENT * BEAM; r++) tok[r] = 4 + (t * 5 + r * 3) % (VOCAB - 4);
+    }
+    pmt_decoder_free(&shared);
+    pmt_decoder_free(&base);
+    pmt_model_free(&other);
+    pmt_model_free(&m);
+}
+
 /* A decoder whose products fail (oneDNN refusing a shape): start and step
  * return the error instead of aborting, and the same decoder decodes the
  * next batch once the products run again (serve answers 500, then goes on). */
@@ -569,10 +663,12 @@ int main(void) {
     test_quantize_rounding();
     test_kernel();
     test_packed_int8();
+    test_shared_int8_threads();
     test_int8_rows();
     test_decoder(0);
     test_decoder_visit(PMT_WEIGHTS_FP32);
     test_decoder_visit(PMT_WEIGHTS_INT8);
+    test_decoder_sharing(PMT_WEIGHTS_INT8);
     test_decoder_failure();
     if (!pmt_cpu_has_bf16()) {   /* the int8 parts ran: report them, then skip */
         const int rc = test_finish();
@@ -581,5 +677,6 @@ int main(void) {
     }
     test_bf16_kernel();
     test_decoder(1);
+    test_decoder_sharing(PMT_WEIGHTS_BF16);
     return test_finish();
 }

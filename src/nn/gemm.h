@@ -269,11 +269,20 @@ typedef struct pmt_int8_scratch {
  * counts) gets the weights packed again in that layout, once; one whose
  * primitive oneDNN cannot build runs through the one-call form. Exact
  * integer accumulation either way: the bits of linear_forward_int8.
- * Opaque; owns its copies of the weights. One matmul must not run on two
- * threads at once (the decoder's lanes each have their own). */
+ * Opaque; owns its copies of the weights, or shares another's. One matmul
+ * must not run on two threads at once (its primitives' memory objects and
+ * scratchpad are its own); matmuls sharing weights may. */
 typedef struct pmt_int8_matmul pmt_int8_matmul;
 /* Packs wq [OUT, IN] for products of up to max_rows rows. NULL with err. */
 pmt_int8_matmul *pmt_int8_matmul_init(const int8_t *wq, int IN, int OUT, int max_rows, char *err, size_t errlen);
+/* A matmul over base's weights and the layouts base has packed so far
+ * (read, never written: a layout only this one's row counts want is
+ * packed into its own copy), with its own primitives and scratchpad, for
+ * products of up to max_rows rows on another thread than base's. Why: the
+ * search's lanes multiply by the same weights; one packed copy instead of
+ * one per lane (~8 MB for the shipped model) stays in the shared cache.
+ * base must outlive it and must not be freed while it runs. NULL with err. */
+pmt_int8_matmul *pmt_int8_matmul_init_sharing(const pmt_int8_matmul *base, int max_rows, char *err, size_t errlen);
 void pmt_int8_matmul_free(pmt_int8_matmul *mm);
 /* out [N, OUT] = in [N, IN] · (w_scale ⊙ wq [OUT, IN])ᵀ + b [OUT] (b may be
  * NULL) for mm's wq, in one dnnl_gemm_s8s8s32 call (per weights part) that

@@ -293,8 +293,14 @@ struct pmt_int8_matmul {
     int IN, OUT, n_sizes;          /* n_sizes = row counts: 8, 16, ..., 8·n_sizes */
     int n_parts;                   /* 1, or 2 with split weights */
     int8_t *plain[2];              /* [OUT, IN] each: the weights (or hi, lo), for repacking and the one-call form */
+    /* Packed copies; layouts[0..n_borrowed) are the base's (a sharing
+     * matmul: pmt_int8_matmul_init_sharing), as are plain: never freed
+     * here. lock guards n_layouts and the entries being appended: a
+     * sharing matmul copies them while its base may be packing another. */
     int8_layout layouts[INT8_MAX_LAYOUTS];
-    int n_layouts;
+    int n_layouts, n_borrowed;
+    const pmt_int8_matmul *base;   /* NULL: owns plain */
+    pthread_mutex_t lock;
     int8_rows_slot *slots;         /* [n_sizes] */
     void *pad;                     /* user scratchpad: the largest a built primitive needs */
     size_t pad_bytes;
@@ -360,10 +366,14 @@ static int add_layout(pmt_int8_matmul *mm, const dnnl_memory_desc_t *md) {
 /* The layout of md among mm's, packed on first need: its index, or -1.
  * The test hook's relayout gives a row count a copy of its own. */
 static int layout_for(pmt_int8_matmul *mm, const dnnl_memory_desc_t *md, int rows) {
+    int found = -1;
+    pthread_mutex_lock(&mm->lock);
     if (!hook_hits(PMT_LOWP_HOOK_RELAYOUT, rows))
-        for (int i = 0; i < mm->n_layouts; i++)
-            if (dnnl_memory_desc_equal(&mm->layouts[i].md, md)) return i;
-    return add_layout(mm, md) == 0 ? mm->n_layouts - 1 : -1;
+        for (int i = 0; i < mm->n_layouts && found < 0; i++)
+            if (dnnl_memory_desc_equal(&mm->layouts[i].md, md)) found = i;
+    if (found < 0 && add_layout(mm, md) == 0) found = mm->n_layouts - 1;
+    pthread_mutex_unlock(&mm->lock);
+    return found;
 }
 
 /* Destroys what a slot made, leaving it not built. */
@@ -414,10 +424,12 @@ static int prepare_slot(pmt_int8_matmul *mm, int rows) {
     return rc;
 }
 
-pmt_int8_matmul *pmt_int8_matmul_init(const int8_t *wq, int IN, int OUT, int max_rows, char *err, size_t errlen) {
+/* The parts of a matmul (own or sharing) but its weights: sizes, lock,
+ * slots. NULL with err. */
+static pmt_int8_matmul *matmul_shell(int IN, int OUT, int max_rows, char *err, size_t errlen) {
     ensure_setup();
     pmt_int8_matmul *mm = calloc(1, sizeof *mm);
-    if (!mm || ensure_engine() != 0) {
+    if (!mm || ensure_engine() != 0 || pthread_mutex_init(&mm->lock, NULL) != 0) {
         snprintf(err, errlen, "int8 matmul: out of memory");
         free(mm);
         return NULL;
@@ -427,14 +439,7 @@ pmt_int8_matmul *pmt_int8_matmul_init(const int8_t *wq, int IN, int OUT, int max
     mm->n_sizes = pmt_int8_matmul_rows(max_rows > 0 ? max_rows : 1) / INT8_ROW_STEP;
     mm->n_parts = g_split ? 2 : 1;
     mm->slots = calloc((size_t)mm->n_sizes, sizeof *mm->slots);
-    int ok = mm->slots != NULL;
-    for (int p = 0; ok && p < mm->n_parts; p++) ok = (mm->plain[p] = malloc((size_t)IN * OUT)) != NULL;
-    if (ok && g_split) split_weights(mm->plain[0], mm->plain[1], wq, (size_t)IN * OUT);
-    else if (ok) memcpy(mm->plain[0], wq, (size_t)IN * OUT);
-    /* The first row count's primitive and layout now, so that a refusal
-     * shows at load; the others on first use. */
-    ok = ok && prepare_slot(mm, INT8_ROW_STEP) == 0;
-    if (!ok) {
+    if (!mm->slots) {
         snprintf(err, errlen, "int8 matmul of [%d, %d] weights: out of memory", OUT, IN);
         pmt_int8_matmul_free(mm);
         return NULL;
@@ -442,16 +447,57 @@ pmt_int8_matmul *pmt_int8_matmul_init(const int8_t *wq, int IN, int OUT, int max
     return mm;
 }
 
+/* The first row count's primitive and layout now, so that a refusal shows
+ * at load; the others on first use. mm or NULL (freed) with err. */
+static pmt_int8_matmul *first_slot(pmt_int8_matmul *mm, char *err, size_t errlen) {
+    if (prepare_slot(mm, INT8_ROW_STEP) == 0) return mm;
+    snprintf(err, errlen, "int8 matmul of [%d, %d] weights: out of memory", mm->OUT, mm->IN);
+    pmt_int8_matmul_free(mm);
+    return NULL;
+}
+
+pmt_int8_matmul *pmt_int8_matmul_init(const int8_t *wq, int IN, int OUT, int max_rows, char *err, size_t errlen) {
+    pmt_int8_matmul *mm = matmul_shell(IN, OUT, max_rows, err, errlen);
+    if (!mm) return NULL;
+    int ok = 1;
+    for (int p = 0; ok && p < mm->n_parts; p++) ok = (mm->plain[p] = malloc((size_t)IN * OUT)) != NULL;
+    if (!ok) {
+        snprintf(err, errlen, "int8 matmul of [%d, %d] weights: out of memory", OUT, IN);
+        pmt_int8_matmul_free(mm);
+        return NULL;
+    }
+    if (g_split) split_weights(mm->plain[0], mm->plain[1], wq, (size_t)IN * OUT);
+    else memcpy(mm->plain[0], wq, (size_t)IN * OUT);
+    return first_slot(mm, err, errlen);
+}
+
+pmt_int8_matmul *pmt_int8_matmul_init_sharing(const pmt_int8_matmul *base, int max_rows, char *err, size_t errlen) {
+    pmt_int8_matmul *mm = matmul_shell(base->IN, base->OUT, max_rows, err, errlen);
+    if (!mm) return NULL;
+    mm->base = base;
+    mm->plain[0] = base->plain[0];
+    mm->plain[1] = base->plain[1];
+    pthread_mutex_t *lock = &((pmt_int8_matmul *)base)->lock;   /* the lock is not part of base's value */
+    pthread_mutex_lock(lock);
+    memcpy(mm->layouts, base->layouts, (size_t)base->n_layouts * sizeof *base->layouts);
+    mm->n_layouts = mm->n_borrowed = base->n_layouts;
+    pthread_mutex_unlock(lock);
+    return first_slot(mm, err, errlen);
+}
+
 void pmt_int8_matmul_free(pmt_int8_matmul *mm) {
     if (!mm) return;
     for (int i = 0; mm->slots && i < mm->n_sizes; i++) slot_release(&mm->slots[i]);
-    for (int l = 0; l < mm->n_layouts; l++)
+    for (int l = mm->n_borrowed; l < mm->n_layouts; l++)
         for (int p = 0; p < 2; p++)
             if (mm->layouts[l].packed[p]) dnnl_memory_destroy(mm->layouts[l].packed[p]);
-    free(mm->plain[0]);
-    free(mm->plain[1]);
+    if (!mm->base) {
+        free(mm->plain[0]);
+        free(mm->plain[1]);
+    }
     free(mm->slots);
     free(mm->pad);
+    pthread_mutex_destroy(&mm->lock);
     free(mm);
 }
 

@@ -28,7 +28,9 @@
  *
  * Lanes: a sub-batch is dealt round-robin (in length order, so every lane
  * gets the same mix of lengths) to lanes_for(n, beam) lanes, each with its own
- * decoder and row state, run in one OpenMP region, one lane per thread at a
+ * decoder (over lane 0's packed low-precision weights: one copy in the
+ * shared cache, pmt_decoder_init_sharing) and row state, run in one
+ * OpenMP region, one lane per thread at a
  * time, every kernel of a lane (its encoder pass included, in the lane's
  * own arena: pmt_model_init_view) on that lane's thread alone.
  * Why: an encoder pass or a step is ~20-60 products and kernels; run with
@@ -66,8 +68,9 @@ typedef struct candidate {
 /* Rows a lane is sized for, and its sentences at most (the lane size
  * above): a lane takes lane_sentences(beam) sentences (sub-batches of more
  * are split over more lanes), but a sub-batch has at most MAX_LANES lanes
- * (each owns a decoder with its own packed weights: ~35 MB resident for
- * the shipped model), larger ones when more sentences come; and a
+ * (each has its own decoder, caches and encoder arena: ~26 MB resident a
+ * lane for the shipped model at beam 4), larger ones when more sentences
+ * come; and a
  * sub-batch of two or more sentences has at least two lanes so that two
  * cores share it. */
 enum { LANE_ROWS = 32, LANE_MAX_SENTENCES = 16, MIN_LANES = 2, MAX_LANES = 8 };
@@ -158,9 +161,13 @@ static void lane_free(search_lane *ln) {
     memset(ln, 0, sizeof *ln);
 }
 
-static int lane_init(search_lane *ln, pmt_model *m, int max_sent, int max_beam, char *err, size_t errlen) {
+/* A lane; its decoder's low-precision weights are lane 0's (first: NULL
+ * for lane 0 itself). */
+static int lane_init(search_lane *ln, pmt_model *m, int max_sent, int max_beam, const search_lane *first, char *err,
+                     size_t errlen) {
     memset(ln, 0, sizeof *ln);
-    if (pmt_decoder_init(&ln->dec, m, max_sent, max_beam, err, errlen) != 0) return -1;
+    if (pmt_decoder_init_sharing(&ln->dec, m, max_sent, max_beam, first ? &first->dec : NULL, err, errlen) != 0)
+        return -1;
     if (pmt_model_init_view(&ln->view, m, err, errlen) != 0) {
         lane_free(ln);
         return -1;
@@ -229,7 +236,7 @@ int pmt_search_init(pmt_search *s, pmt_model *m, int max_batch, int max_beam, ch
     /* Lane 0 now, so that a model the decoder cannot run fails here; the
      * others when first needed (decode_sub_batch). */
     p->n_lanes = lanes_for(max_batch, max_beam);
-    if (lane_init(&p->lanes[0], m, p->lane_max, max_beam, err, errlen) != 0) {
+    if (lane_init(&p->lanes[0], m, p->lane_max, max_beam, NULL, err, errlen) != 0) {
         pmt_search_free(s);
         return -1;
     }
@@ -241,7 +248,8 @@ int pmt_search_init(pmt_search *s, pmt_model *m, int max_batch, int max_beam, ch
 static int lane_ready(pmt_search *s, search_lane *ln) {
     if (ln->dec.m) return 0;
     char why[sizeof ln->err];
-    if (lane_init(ln, s->m, ((search_pool *)s->pool)->lane_max, s->max_beam, why, sizeof why) == 0) return 0;
+    const search_pool *p = s->pool;
+    if (lane_init(ln, s->m, p->lane_max, s->max_beam, &p->lanes[0], why, sizeof why) == 0) return 0;
     snprintf(ln->err, sizeof ln->err, "%s", why);   /* lane_init left ln zeroed */
     return -1;
 }
@@ -249,7 +257,7 @@ static int lane_ready(pmt_search *s, search_lane *ln) {
 void pmt_search_free(pmt_search *s) {
     search_pool *p = s->pool;
     if (p) {
-        for (int k = 0; k < p->n_lanes; k++) lane_free(&p->lanes[k]);
+        for (int k = p->n_lanes - 1; k >= 0; k--) lane_free(&p->lanes[k]);   /* lane 0, whose weights the others share, last */
         free(p->lanes);
         free(p->fin_ids); free(p->fin); free(p->n_fin); free(p->order);
         free(p);

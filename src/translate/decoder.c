@@ -50,9 +50,10 @@ static int tensor_at(const pmt_model *m, const float *w) {
 struct pmt_lowp_matrix {
     const float *w;
     int rows;
-    pmt_int8_matmul *q8;         /* int8: packed weights ... */
+    pmt_int8_matmul *q8;         /* int8: packed weights (own, or sharing a base's) ... */
     float *q8_scale;             /* ... and their row scales [rows] */
     pmt_bf16_matmul *bf16;       /* bf16 */
+    int borrowed;                /* q8_scale and bf16 are a base decoder's (pmt_decoder_init_sharing) */
 };
 
 static const struct pmt_lowp_matrix *find_lowp(const pmt_decoder *d, const float *w) {
@@ -88,9 +89,25 @@ static int lower_into(const pmt_decoder *d, struct pmt_lowp_matrix *lm, const fl
 
 static void lowp_matrix_free(struct pmt_lowp_matrix *lm) {
     pmt_int8_matmul_free(lm->q8);
-    free(lm->q8_scale);
-    pmt_bf16_matmul_free(lm->bf16);
+    if (!lm->borrowed) {
+        free(lm->q8_scale);
+        pmt_bf16_matmul_free(lm->bf16);
+    }
     memset(lm, 0, sizeof *lm);
+}
+
+/* lm (zeroed) over base's low-precision form of the same matrix: its
+ * int8 weights through a sharing matmul of this decoder's own, its row
+ * scales and bf16 matmul borrowed (a bf16 matmul only reads itself when
+ * it runs). 0, or -1 with err. */
+static int share_into(const pmt_decoder *d, struct pmt_lowp_matrix *lm, const struct pmt_lowp_matrix *base,
+                      char *err, size_t errlen) {
+    *lm = *base;
+    lm->borrowed = 1;
+    lm->q8 = NULL;
+    if (!base->q8) return 0;
+    lm->q8 = pmt_int8_matmul_init_sharing(base->q8, lowp_rows(d), err, errlen);
+    return lm->q8 ? 0 : -1;
 }
 
 /* Lowers rows [0, rows) of the tensor starting at w, once. 0, or -1 with err. */
@@ -106,9 +123,31 @@ static int lower_linear(pmt_decoder *d, const float *w, int rows, char *err, siz
     return w ? lower_matrix(d, w, rows, 1, err, errlen) : 0;
 }
 
-/* Low-precision forms of every matrix the encoder and a step multiply by,
- * and their scratch. 0, or -1 with err. */
-static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
+/* Lowers every matrix the encoder and a step multiply by. 0, or -1 with err. */
+static int lower_all(pmt_decoder *d, char *err, size_t errlen) {
+    const pmt_model *m = d->m;
+    const int C = m->C, F = m->F;
+    int rc = lower_matrix(d, m->wte, m->V, 0, err, errlen);
+    for (int l = 0; rc == 0 && l < m->cfg.enc_layers; l++) {
+        const pmt_layer_params *p = &m->enc[l];
+        rc = lower_linear(d, p->self.wqkv, 3 * C, err, errlen) || lower_linear(d, p->self.wo, C, err, errlen) ||
+             lower_linear(d, p->ffn.w1, F, err, errlen) || lower_linear(d, p->ffn.w2, C, err, errlen);
+    }
+    for (int l = 0; rc == 0 && l < m->cfg.dec_layers; l++) {
+        const pmt_layer_params *p = &m->dec[l];
+        rc = lower_linear(d, p->self.wqkv, 3 * C, err, errlen) || lower_linear(d, p->self.wo, C, err, errlen) ||
+             lower_linear(d, p->cross.wqkv, C, err, errlen) ||
+             lower_linear(d, p->cross.wqkv ? p->cross.wqkv + (size_t)C * C : NULL, 2 * C, err, errlen) ||
+             lower_linear(d, p->cross.wo, C, err, errlen) || lower_linear(d, p->ffn.w1, F, err, errlen) ||
+             lower_linear(d, p->ffn.w2, C, err, errlen);
+    }
+    return rc ? -1 : 0;
+}
+
+/* Low-precision forms of every matrix the encoder and a step multiply by
+ * (lowered here, or shared with base's when base is not NULL), and their
+ * scratch. 0, or -1 with err. */
+static int init_lowp(pmt_decoder *d, const pmt_decoder *base, char *err, size_t errlen) {
     const pmt_model *m = d->m;
     const int C = m->C, F = m->F;
     /* Widest products: a step's logits, FFN or fused Q|K|V; an encoder
@@ -132,21 +171,12 @@ static int init_lowp(pmt_decoder *d, char *err, size_t errlen) {
         snprintf(err, errlen, "decoder: out of memory for low-precision weights");
         return -1;
     }
-    int rc = lower_matrix(d, m->wte, m->V, 0, err, errlen);
-    for (int l = 0; rc == 0 && l < m->cfg.enc_layers; l++) {
-        const pmt_layer_params *p = &m->enc[l];
-        rc = lower_linear(d, p->self.wqkv, 3 * C, err, errlen) || lower_linear(d, p->self.wo, C, err, errlen) ||
-             lower_linear(d, p->ffn.w1, F, err, errlen) || lower_linear(d, p->ffn.w2, C, err, errlen);
+    int rc = 0;
+    for (int i = 0; base && rc == 0 && i < base->n_lowp; i++) {
+        rc = share_into(d, &d->lowp[i], &base->lowp[i], err, errlen);
+        d->n_lowp = i + 1;
     }
-    for (int l = 0; rc == 0 && l < m->cfg.dec_layers; l++) {
-        const pmt_layer_params *p = &m->dec[l];
-        rc = lower_linear(d, p->self.wqkv, 3 * C, err, errlen) || lower_linear(d, p->self.wo, C, err, errlen) ||
-             lower_linear(d, p->cross.wqkv, C, err, errlen) ||
-             lower_linear(d, p->cross.wqkv ? p->cross.wqkv + (size_t)C * C : NULL, 2 * C, err, errlen) ||
-             lower_linear(d, p->cross.wo, C, err, errlen) || lower_linear(d, p->ffn.w1, F, err, errlen) ||
-             lower_linear(d, p->ffn.w2, C, err, errlen);
-    }
-    rc = rc ? -1 : 0;
+    if (!base) rc = lower_all(d, err, errlen);
     /* One scratchpad for the bf16 matmuls (they run one at a time). */
     size_t pad = 0;
     for (int i = 0; rc == 0 && !int8 && i < d->n_lowp; i++)
@@ -242,10 +272,15 @@ static int is_standard(const pmt_decoder *d, int site) {
     return d->m->cfg.site_kind[site] == PMT_ATTN_STANDARD;
 }
 
-int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, char *err, size_t errlen) {
+int pmt_decoder_init_sharing(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, const pmt_decoder *base,
+                             char *err, size_t errlen) {
     memset(d, 0, sizeof *d);
     if (max_sent < 1 || max_beam < 1) {
         snprintf(err, errlen, "decoder: bad sizes (sentences %d, beam %d)", max_sent, max_beam);
+        return -1;
+    }
+    if (base && (base->m != m || (m->decode_weights != PMT_WEIGHTS_FP32 && base->n_lowp == 0))) {
+        snprintf(err, errlen, "decoder: can only share the low-precision weights of a decoder of the same model");
         return -1;
     }
     d->m = m;
@@ -308,7 +343,7 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
              d->gather_out && d->live_rows && d->logit_slot;
     }
     d->n_vocab = m->V;
-    if (ok && m->decode_weights != PMT_WEIGHTS_FP32 && init_lowp(d, err, errlen) != 0) {
+    if (ok && m->decode_weights != PMT_WEIGHTS_FP32 && init_lowp(d, base, err, errlen) != 0) {
         pmt_decoder_free(d);
         return -1;
     }
@@ -320,6 +355,10 @@ int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, c
     }
     for (int h = 0; h < m->NH; h++) d->log_sigma_fixed[h] = pmt_model_fixed_log_sigma(&m->cfg);
     return 0;
+}
+
+int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, char *err, size_t errlen) {
+    return pmt_decoder_init_sharing(d, m, max_sent, max_beam, NULL, err, errlen);
 }
 
 void pmt_decoder_free(pmt_decoder *d) {

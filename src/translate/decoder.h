@@ -21,7 +21,8 @@
  *
  * Ownership: a pmt_decoder borrows its pmt_model (which must outlive it) and
  * owns every buffer it allocates in pmt_decoder_init, released by
- * pmt_decoder_free. Nothing allocates after init, but for an int8 matmul's
+ * pmt_decoder_free; one made by pmt_decoder_init_sharing also borrows its
+ * base decoder's packed low-precision weights. Nothing allocates after init, but for an int8 matmul's
  * primitive of a row count it has not multiplied yet (built once, nn/gemm.h)
  * and the shortlist's arrays: allocated at the first start with a
  * shortlist (held until pmt_decoder_free), and, in a shortlisted batch
@@ -145,6 +146,13 @@ typedef struct pmt_decoder {
 /* Allocates for up to max_sent sentences × max_beam rows with sources and
  * outputs up to m->max_len positions. Returns 0, or -1 with err. */
 int pmt_decoder_init(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, char *err, size_t errlen);
+/* As pmt_decoder_init, with the low-precision weights of base (a decoder
+ * of the same m, int8 or bf16 weights; NULL: its own): the int8 matrices
+ * through matmuls of its own over base's packed weights, so that the two
+ * may step on different threads at once (nn/gemm.h). Why: the search's
+ * lanes share one copy instead of one each. base must outlive d. */
+int pmt_decoder_init_sharing(pmt_decoder *d, pmt_model *m, int max_sent, int max_beam, const pmt_decoder *base,
+                             char *err, size_t errlen);
 void pmt_decoder_free(pmt_decoder *d);
 
 /* Starts a batch: encodes src [n_sent*S] (padded, EOS included, lengths
