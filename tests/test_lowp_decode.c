@@ -139,26 +139,31 @@ static void test_kernel(void) {
 }
 
 static void test_packed_int8(void) {
-    enum { IN = 48, OUT = 37, MAX_ROWS = 21 };   /* 21 rows: primitives of 8, 16 and 24 */
+    /* 70 rows: a primitive per row count up to 64, then 72 for 65..70. */
+    enum { IN = 48, OUT = 37, MAX_ROWS = 70, PADDED = 72 };
     static float x[MAX_ROWS * IN], w[OUT * IN], b[OUT], w_scale[OUT], plain[MAX_ROWS * OUT], want[MAX_ROWS * OUT],
         packed[(MAX_ROWS + 1) * OUT];
-    static int8_t wq[OUT * IN], xq[24 * IN], xq2[24 * IN];
-    static float x_scale[24], x_scale2[24];
-    static int32_t acc[24 * OUT], acc2[24 * OUT], acc_lo[24 * OUT], acc_lo2[24 * OUT];
+    static int8_t wq[OUT * IN], xq[PADDED * IN], xq2[PADDED * IN];
+    static float x_scale[PADDED], x_scale2[PADDED];
+    static int32_t acc[PADDED * OUT], acc2[PADDED * OUT], acc_lo[PADDED * OUT], acc_lo2[PADDED * OUT];
     char err[256];
     pmt_rng r = {9};
     fill_saturating(x, MAX_ROWS * IN, w, OUT * IN, &r);
     for (int o = 0; o < OUT; o++) b[o] = (float)o * 0.03f - 0.5f;
     pmt_int8_quantize_rows(wq, w_scale, w, OUT, IN);
-    CHECK(pmt_int8_matmul_rows(1) == 8 && pmt_int8_matmul_rows(8) == 8 && pmt_int8_matmul_rows(21) == 24);
+    /* A primitive per row count up to 64, per multiple of 8 above. */
+    CHECK(pmt_int8_matmul_rows(1) == 1 && pmt_int8_matmul_rows(21) == 21 && pmt_int8_matmul_rows(64) == 64 &&
+          pmt_int8_matmul_rows(65) == 72 && pmt_int8_matmul_rows(72) == 72 && pmt_int8_matmul_rows(73) == 80);
     pmt_int8_scratch s = {xq, x_scale, acc, acc_lo}, s2 = {xq2, x_scale2, acc2, acc_lo2};   /* own scratch: no stale rows shared */
-    static const int rows[] = {1, 7, 8, 9, 16, 21, 3, 21};
+    static const int rows[] = {1, 7, 8, 9, 16, 21, 3, 21, 64, 65, 70};
     /* Off, then as oneDNN on a CPU that wants another weights layout from
-     * 16 rows on (AMX), then one that builds no packed primitive from 16
-     * rows on: the same bits every time, the exact integer product's. */
+     * 64 rows on (AMX; each such row count packs a copy, at most 4), then
+     * one that builds no packed primitive from 16 rows on: the same bits
+     * every time, the exact integer product's. */
     static const pmt_lowp_hook hooks[] = {PMT_LOWP_HOOK_OFF, PMT_LOWP_HOOK_RELAYOUT, PMT_LOWP_HOOK_NO_PACKED};
+    static const int hook_rows[] = {16, 64, 16};
     for (size_t h = 0; h < sizeof hooks / sizeof *hooks; h++) {
-        pmt_lowp_set_test_hook(hooks[h], 16);
+        pmt_lowp_set_test_hook(hooks[h], hook_rows[h]);
         const long fallbacks = pmt_int8_fallback_count();
         pmt_int8_matmul *mm = pmt_int8_matmul_init(wq, IN, OUT, MAX_ROWS, err, sizeof err);
         CHECK_MSG(mm != NULL, "%s", err);
@@ -177,10 +182,10 @@ static void test_packed_int8(void) {
                       pmt_cpu_isa_name());
             CHECK_MSG(((uint32_t *)packed)[rows[k] * OUT] == 0xffffffffu, "packed int8 wrote past row %d", rows[k]);
         }
-        /* The fallback ran exactly when no packed primitive was allowed: 9, 16,
-         * 21 and 21 rows (padded to 16 or 24), 4 calls. */
+        /* The fallback ran exactly when no packed primitive was allowed: 16,
+         * 21, 21, 64, 65 and 70 rows (the last two padded to 72), 6 calls. */
         const long ran = pmt_int8_fallback_count() - fallbacks;
-        CHECK_MSG(hooks[h] == PMT_LOWP_HOOK_NO_PACKED ? ran == 4 : ran == 0, "fallback ran %ld times (hook %d)", ran,
+        CHECK_MSG(hooks[h] == PMT_LOWP_HOOK_NO_PACKED ? ran == 6 : ran == 0, "fallback ran %ld times (hook %d)", ran,
                   (int)hooks[h]);
         /* A matmul sharing these weights (its own primitives, and its own
          * copy of a layout only it wants): the same bits, also after it

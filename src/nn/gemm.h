@@ -263,8 +263,9 @@ typedef struct pmt_int8_scratch {
  * oneDNN's int8 matmul: dnnl_gemm_s8s8s32 packs them on every call, which
  * is most of the work at a decoding step's few rows. oneDNN 2.6 only picks
  * its brgemm kernels for a fixed row count, so the matmul keeps one
- * primitive per multiple of 8 rows, built on first use (~0.15 ms each); a
- * call multiplies its rows padded up to that multiple. A row count whose
+ * primitive per row count up to 64 and per multiple of 8 above (see
+ * pmt_int8_matmul_rows), built on first use (~0.15 ms each); a call
+ * multiplies its rows padded up to that count. A row count whose
  * primitive wants another weights layout (AMX picks its own for larger row
  * counts) gets the weights packed again in that layout, once; one whose
  * primitive oneDNN cannot build runs through the one-call form. Exact
@@ -292,7 +293,8 @@ void pmt_int8_matmul_free(pmt_int8_matmul *mm);
 int linear_forward_int8(float *out, const float *in, const pmt_int8_matmul *mm, const float *w_scale, const float *b,
                         int N, const pmt_int8_scratch *scratch);
 /* Rows the scratch of linear_forward_int8_packed needs for N <= max_rows:
- * N rounded up to a multiple of 8 (xq, acc and acc_lo of that many rows). */
+ * N itself up to 64 rows, else N rounded up to a multiple of 8 (xq, acc and
+ * acc_lo of that many rows). */
 int pmt_int8_matmul_rows(int N);
 /* linear_forward_int8 with the packed weights of mm (w_scale, b as there);
  * scratch rows: pmt_int8_matmul_rows(max_rows). N above the matmul's

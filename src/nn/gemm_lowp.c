@@ -268,6 +268,12 @@ static int gemm_s8(int32_t *acc, const int8_t *xq, const int8_t *wq, int N, int 
 /* ------------------------------------------------------------------ */
 /* int8 with packed weights                                            */
 
+/* Row counts with a primitive of their own: every count up to
+ * INT8_EXACT_ROWS (a decoding step's products, whose live rows change
+ * every step: padding them to a multiple of 8 cost ~5 % of beam-4 decoding
+ * on Zen 4, docs/speed.md), multiples of INT8_ROW_STEP above (encoder
+ * passes, whose row counts vary with every batch: fewer primitives). */
+#define INT8_EXACT_ROWS 64
 #define INT8_ROW_STEP 8
 #define INT8_MAX_LAYOUTS 4
 
@@ -290,7 +296,8 @@ typedef struct {
 } int8_rows_slot;
 
 struct pmt_int8_matmul {
-    int IN, OUT, n_sizes;          /* n_sizes = row counts: 8, 16, ..., 8·n_sizes */
+    int IN, OUT, max_rows;         /* max_rows: pmt_int8_matmul_rows of the init's */
+    int n_sizes;                   /* row counts with a slot: 1..64, then 72, 80, ... max_rows */
     int n_parts;                   /* 1, or 2 with split weights */
     int8_t *plain[2];              /* [OUT, IN] each: the weights (or hi, lo), for repacking and the one-call form */
     /* Packed copies; layouts[0..n_borrowed) are the base's (a sharing
@@ -306,7 +313,15 @@ struct pmt_int8_matmul {
     size_t pad_bytes;
 };
 
-int pmt_int8_matmul_rows(int N) { return (N + INT8_ROW_STEP - 1) / INT8_ROW_STEP * INT8_ROW_STEP; }
+int pmt_int8_matmul_rows(int N) {
+    if (N < 1) return 1;
+    return N <= INT8_EXACT_ROWS ? N : (N + INT8_ROW_STEP - 1) / INT8_ROW_STEP * INT8_ROW_STEP;
+}
+
+/* The slot of a row count pmt_int8_matmul_rows gives. */
+static int slot_index(int rows) {
+    return rows <= INT8_EXACT_ROWS ? rows - 1 : INT8_EXACT_ROWS - 1 + (rows - INT8_EXACT_ROWS) / INT8_ROW_STEP;
+}
 
 /* The matmul descriptor of [rows, IN] s8 · [IN, OUT] s8 → [rows, OUT] s32,
  * weights in the layout oneDNN picks (any) and a user scratchpad. */
@@ -385,11 +400,11 @@ static void slot_release(int8_rows_slot *slot) {
     memset(slot, 0, sizeof *slot);
 }
 
-/* Makes the slot of `rows` (a multiple of 8) ready: its primitive with its
+/* Makes the slot of `rows` (a pmt_int8_matmul_rows count) ready: its primitive with its
  * weights layout, or the one-call form when oneDNN builds none. -1 only
  * when memory runs out. */
 static int prepare_slot(pmt_int8_matmul *mm, int rows) {
-    int8_rows_slot *slot = &mm->slots[rows / INT8_ROW_STEP - 1];
+    int8_rows_slot *slot = &mm->slots[slot_index(rows)];
     if (slot->prim || slot->one_call) return 0;
     dnnl_primitive_desc_t pd = hook_hits(PMT_LOWP_HOOK_NO_PACKED, rows) ? NULL : int8_matmul_pd(rows, mm->IN, mm->OUT);
     int layout = pd ? layout_for(mm, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), rows) : -1;
@@ -436,7 +451,8 @@ static pmt_int8_matmul *matmul_shell(int IN, int OUT, int max_rows, char *err, s
     }
     mm->IN = IN;
     mm->OUT = OUT;
-    mm->n_sizes = pmt_int8_matmul_rows(max_rows > 0 ? max_rows : 1) / INT8_ROW_STEP;
+    mm->max_rows = pmt_int8_matmul_rows(max_rows);
+    mm->n_sizes = slot_index(mm->max_rows) + 1;
     mm->n_parts = g_split ? 2 : 1;
     mm->slots = calloc((size_t)mm->n_sizes, sizeof *mm->slots);
     if (!mm->slots) {
@@ -450,7 +466,7 @@ static pmt_int8_matmul *matmul_shell(int IN, int OUT, int max_rows, char *err, s
 /* The first row count's primitive and layout now, so that a refusal shows
  * at load; the others on first use. mm or NULL (freed) with err. */
 static pmt_int8_matmul *first_slot(pmt_int8_matmul *mm, char *err, size_t errlen) {
-    if (prepare_slot(mm, INT8_ROW_STEP) == 0) return mm;
+    if (prepare_slot(mm, mm->max_rows < INT8_ROW_STEP ? mm->max_rows : INT8_ROW_STEP) == 0) return mm;
     snprintf(err, errlen, "int8 matmul of [%d, %d] weights: out of memory", mm->OUT, mm->IN);
     pmt_int8_matmul_free(mm);
     return NULL;
@@ -514,8 +530,8 @@ static int one_call_products(const pmt_int8_matmul *mm, int N, const pmt_int8_sc
  * caller's buffers may be sized for those only); -1 for another refusal
  * (error recorded; the caller fills its output with NaN). */
 static int int8_refusal(const pmt_int8_matmul *mm, int N, const pmt_int8_scratch *s) {
-    if (pmt_int8_matmul_rows(N) / INT8_ROW_STEP > mm->n_sizes) {
-        pmt_gemm_record_error("int8 product of %d rows exceeds its matmul's %d rows", N, mm->n_sizes * INT8_ROW_STEP);
+    if (pmt_int8_matmul_rows(N) > mm->max_rows) {
+        pmt_gemm_record_error("int8 product of %d rows exceeds its matmul's %d rows", N, mm->max_rows);
         return 1;
     }
     const char *why = mm->n_parts == 2 && !s->acc_lo ? "int8 (no acc_lo scratch)"
@@ -580,7 +596,7 @@ int linear_forward_int8_rows(float *out, const float *in, pmt_int8_matmul *mm, c
     memset(s->xq + (size_t)N * mm->IN, 0, (size_t)(rows - N) * mm->IN);
     int32_t *acc_lo = mm->n_parts == 2 ? s->acc_lo : NULL;
     int rc = prepare_slot(mm, rows);
-    const int8_rows_slot *slot = &mm->slots[rows / INT8_ROW_STEP - 1];
+    const int8_rows_slot *slot = &mm->slots[slot_index(rows)];
     if (rc == 0 && slot->one_call) {
         atomic_fetch_add(&g_fallbacks, 1);
         rc = one_call_products(mm, N, s);

@@ -158,7 +158,7 @@ static int init_lowp(pmt_decoder *d, const pmt_decoder *base, char *err, size_t 
     const size_t acc = R * wide_step > RE * wide_fqkv ? R * wide_step : RE * wide_fqkv;
     const int int8 = m->decode_weights == PMT_WEIGHTS_INT8;
     d->lowp = calloc((size_t)(1 + 4 * m->cfg.enc_layers + 7 * m->cfg.dec_layers), sizeof *d->lowp);
-    if (int8) {   /* the packed products pad their rows to a multiple of 8 */
+    if (int8) {   /* the packed products pad their rows (pmt_int8_matmul_rows) */
         d->q8_scratch.xq = malloc(rows * widest_in);
         d->q8_scratch.x_scale = malloc(rows * sizeof(float));
         d->q8_scratch.acc = malloc(acc * sizeof(int32_t));
