@@ -400,9 +400,9 @@ static void slot_release(int8_rows_slot *slot) {
     memset(slot, 0, sizeof *slot);
 }
 
-/* Makes the slot of `rows` (a pmt_int8_matmul_rows count) ready: its primitive with its
- * weights layout, or the one-call form when oneDNN builds none. -1 only
- * when memory runs out. */
+/* Makes the slot of `rows` (a pmt_int8_matmul_rows count) ready: its
+ * primitive with its weights layout, or the one-call form when oneDNN
+ * builds none. -1 only when memory runs out. */
 static int prepare_slot(pmt_int8_matmul *mm, int rows) {
     int8_rows_slot *slot = &mm->slots[slot_index(rows)];
     if (slot->prim || slot->one_call) return 0;

@@ -27,12 +27,12 @@
  * input index, so the output order is the input order.
  *
  * Lanes: a sub-batch is dealt round-robin (in length order, so every lane
- * gets the same mix of lengths) to lanes_for(n, beam) lanes, each with its own
- * decoder (over lane 0's packed low-precision weights: one copy in the
- * shared cache, pmt_decoder_init_sharing) and row state, run in one
- * OpenMP region, one lane per thread at a
- * time, every kernel of a lane (its encoder pass included, in the lane's
- * own arena: pmt_model_init_view) on that lane's thread alone.
+ * gets the same mix of lengths) to lanes_for(n, beam) lanes, each with its
+ * own decoder (over lane 0's packed low-precision weights: one copy in the
+ * shared cache, pmt_decoder_init_sharing) and row state, run in one OpenMP
+ * region, one lane per thread at a time, every kernel of a lane (its
+ * encoder pass included, in the lane's own arena: pmt_model_init_view) on
+ * that lane's thread alone.
  * Why: an encoder pass or a step is ~20-60 products and kernels; run with
  * all threads each, every one of them ends in a barrier, and on a machine shared with other
  * processes a barrier waits for a thread that is not running (measured on
@@ -42,7 +42,7 @@
  * thread count, so results are the same bits for any --threads.
  * Lane size: a thread that finishes its last lane waits for the others at
  * the end of the region, so smaller lanes balance better, while products
- * over fewer rows run further from their peak (and round up to 8 rows).
+ * over fewer rows run further from their peak.
  * Measured on AMD EPYC Zen 4 (2 threads, batch 64, 2026-12-04): lanes of
  * 16 sentences beat 8, 12 and 32 for greedy search, and lanes of 8 beat 4,
  * 16 and 32 for beam 4: about 32 rows a lane (docs/speed.md).
@@ -70,9 +70,8 @@ typedef struct candidate {
  * are split over more lanes), but a sub-batch has at most MAX_LANES lanes
  * (each has its own decoder, caches and encoder arena: ~26 MB resident a
  * lane for the shipped model at beam 4), larger ones when more sentences
- * come; and a
- * sub-batch of two or more sentences has at least two lanes so that two
- * cores share it. */
+ * come; and a sub-batch of two or more sentences has at least two lanes so
+ * that two cores share it. */
 enum { LANE_ROWS = 32, LANE_MAX_SENTENCES = 16, MIN_LANES = 2, MAX_LANES = 8 };
 
 static int lane_sentences(int beam) {

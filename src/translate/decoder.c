@@ -627,8 +627,8 @@ const float *pmt_decoder_step_live(pmt_decoder *d, const int32_t *tokens, const 
     const int int8_visits = lm && lm->q8 && d->visit;
     if (lm && lm->q8) {
         /* visited: finished one row at a time in logits' first row */
-        const pmt_int8_rows how = {d->n_live == R ? NULL : d->live_rows, NULL, PMT_INT8_STORE, d->lse,
-                                   d->visit, d->visit_ctx, d->logits};
+        const pmt_int8_rows how = {.in_rows = d->n_live == R ? NULL : d->live_rows, .op = PMT_INT8_STORE,
+                                   .lse = d->lse, .visit = d->visit, .visit_ctx = d->visit_ctx, .row_buf = d->logits};
         (void)linear_forward_int8_rows(d->logits, d->ln, lm->q8, lm->q8_scale, NULL, d->n_live, &d->q8_scratch, &how);
     } else {
         linear_with(d, lm, d->logits, d->n_live == R ? d->ln : gather_live(d, d->ln, C), w_out, NULL, d->n_live, C,

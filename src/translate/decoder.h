@@ -22,8 +22,9 @@
  * Ownership: a pmt_decoder borrows its pmt_model (which must outlive it) and
  * owns every buffer it allocates in pmt_decoder_init, released by
  * pmt_decoder_free; one made by pmt_decoder_init_sharing also borrows its
- * base decoder's packed low-precision weights. Nothing allocates after init, but for an int8 matmul's
- * primitive of a row count it has not multiplied yet (built once, nn/gemm.h)
+ * base decoder's packed low-precision weights. Nothing allocates after
+ * init, but for an int8 matmul's primitive of a row count it has not
+ * multiplied yet (built once, nn/gemm.h)
  * and the shortlist's arrays: allocated at the first start with a
  * shortlist (held until pmt_decoder_free), and, in a shortlisted batch
  * with int8 or bf16 weights, the low-precision form of that batch's output
