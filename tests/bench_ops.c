@@ -5,8 +5,10 @@
  *
  * Built with -DPROJMT_BENCH_PROGRAMS=ON; run as
  *   OPENBLAS_CORETYPE=Haswell [PROJMT_BENCH_CPU=1 OMP_NUM_THREADS=1] [PROJMT_BENCH_T=32] ./build/bench_ops
- * (PROJMT_BENCH_T: the sentence length T = S, default 16).
+ * (PROJMT_BENCH_T: the sentence length T = S, default 16). On a CPU with
+ * native bf16 the attention kernels are timed in their bf16 forms too.
  */
+#include "nn/gemm.h"
 #include "nn/ops.h"
 #include "ops_testutil.h"
 
@@ -15,7 +17,7 @@
 #include "bench_timing.h"
 
 typedef struct {
-    int B, T, S, C, NH, causal;
+    int B, T, S, C, NH, causal, bf16;   /* bf16: the attention kernels' _bf16 forms */
     int32_t *klen;
     float *q, *k, *v, *out, *probs, *dout, *dq, *dk, *dv, *log_sigma, *dls;
     /* cross-entropy / layernorm / linear */
@@ -27,21 +29,25 @@ typedef struct {
 
 static void b_attn_fwd(void *p) {
     bctx *c = p;
-    attention_forward(c->out, c->probs, c->q, c->k, c->v, c->C, c->C, c->klen, c->causal, c->B, c->T, c->S, c->C, c->NH, 0.125f);
+    (c->bf16 ? attention_forward_bf16 : attention_forward)(c->out, c->probs, c->q, c->k, c->v, c->C, c->C, c->klen,
+                                                           c->causal, c->B, c->T, c->S, c->C, c->NH, 0.125f);
 }
 static void b_attn_bwd(void *p) {
     bctx *c = p;
-    attention_backward(c->dq, c->dk, c->dv, c->dout, c->probs, c->q, c->k, c->v, c->C, c->C, c->klen, c->causal,
-                       c->B, c->T, c->S, c->C, c->NH, 0.125f);
+    (c->bf16 ? attention_backward_set_bf16 : attention_backward_set)(c->dq, c->dk, c->dv, c->dout, c->probs, c->q,
+                                                                     c->k, c->v, c->C, c->C, c->klen, c->causal,
+                                                                     c->B, c->T, c->S, c->C, c->NH, 0.125f);
 }
 static void b_proj_fwd(void *p) {
     bctx *c = p;
-    projattn_forward(c->out, c->probs, c->q, c->q, c->log_sigma, c->klen, c->causal, c->B, c->T, c->S, c->C, c->NH);
+    (c->bf16 ? projattn_forward_bf16 : projattn_forward)(c->out, c->probs, c->q, c->q, c->log_sigma, c->klen,
+                                                         c->causal, c->B, c->T, c->S, c->C, c->NH);
 }
 static void b_proj_bwd(void *p) {
     bctx *c = p;
-    projattn_backward(c->dq, c->dq, c->dls, c->dout, c->probs, c->q, c->q, c->log_sigma, c->klen, c->causal,
-                      c->B, c->T, c->S, c->C, c->NH);
+    (c->bf16 ? projattn_backward_bf16 : projattn_backward)(c->dq, c->dq, c->dls, c->dout, c->probs, c->q, c->q,
+                                                           c->log_sigma, c->klen, c->causal, c->B, c->T, c->S, c->C,
+                                                           c->NH);
 }
 static void b_ce_fwd(void *p) {
     bctx *c = p;
@@ -108,14 +114,17 @@ int main(void) {
 
     printf("threads %d; B=%d T=S=%d C=%d NH=%d (N=%d tokens), V=%d; median of %d runs\n",
            omp_get_max_threads(), B, T, C, NH, N, V, BENCH_REPS);
-    for (int causal = 0; causal <= 1; causal++) {
-        c.causal = causal;
-        const double af = time_ms(b_attn_fwd, &c), ab = time_ms(b_attn_bwd, &c);
-        const double pf = time_ms(b_proj_fwd, &c), pb = time_ms(b_proj_bwd, &c);
-        printf("%s\n  attention  fwd %.3f ms  bwd %.3f ms  total %.3f ms\n"
-               "  projattn   fwd %.3f ms  bwd %.3f ms  total %.3f ms (learned σ)\n",
-               causal ? "causal self-attention" : "unmasked attention", af, ab, af + ab, pf, pb, pf + pb);
-    }
+    for (int bf16 = 0; bf16 <= pmt_cpu_has_bf16(); bf16++)
+        for (int causal = 0; causal <= 1; causal++) {
+            c.causal = causal;
+            c.bf16 = bf16;
+            const double af = time_ms(b_attn_fwd, &c), ab = time_ms(b_attn_bwd, &c);
+            const double pf = time_ms(b_proj_fwd, &c), pb = time_ms(b_proj_bwd, &c);
+            printf("%s, %s products\n  attention  fwd %.3f ms  bwd %.3f ms  total %.3f ms\n"
+                   "  projattn   fwd %.3f ms  bwd %.3f ms  total %.3f ms (learned σ)\n",
+                   causal ? "causal self-attention" : "unmasked attention", bf16 ? "bf16" : "fp32", af, ab, af + ab,
+                   pf, pb, pf + pb);
+        }
     const double lf = time_ms(b_ln_fwd, &c), lb = time_ms(b_ln_bwd, &c);
     printf("layernorm [%d, %d]       fwd %.3f ms  bwd %.3f ms\n", N, C, lf, lb);
     const double g = time_ms(b_linear_fwd, &c);

@@ -772,13 +772,14 @@ static void attention_sublayer_forward(pmt_model *m, const pmt_attn_params *p, b
             model_linear(m, a->q, a->ln, p->wqkv, p->bqkv, Nq, C, 3 * C, &q_lp);
         }
         const double t0 = pmt_profile_begin();
-        attention_forward(a->att, a->probs, a->q, a->k, a->v, a->ldq, a->ldkv, io->klen, io->causal,
-                          io->B, io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
+        (rounding(m) ? attention_forward_bf16 : attention_forward)(a->att, a->probs, a->q, a->k, a->v, a->ldq,
+                                                                   a->ldkv, io->klen, io->causal, io->B, io->Tq,
+                                                                   io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
         pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     } else if (!pmt_model_uses_poolattn(&m->cfg)) {
         const double t0 = pmt_profile_begin();
-        projattn_forward(a->att, a->probs, a->ln, mem, site_log_sigma(m, p), io->klen, io->causal,
-                         io->B, io->Tq, io->Tk, C, NH);
+        (rounding(m) ? projattn_forward_bf16 : projattn_forward)(a->att, a->probs, a->ln, mem, site_log_sigma(m, p),
+                                                                 io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH);
         pmt_profile_end(PMT_PHASE_ATTENTION, t0);
     } else {
         const double t0 = pmt_profile_begin();
@@ -1017,9 +1018,9 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
          * then [Nk, 2C]. */
         float *d_q = A->d_qkv, *d_kv = io->memory ? A->d_qkv + (size_t)Nq * C : A->d_qkv + C;
         const double t0 = pmt_profile_begin();   /* d(q|k|v) is set by the kernel: no zeroing pass */
-        attention_backward_set(d_q, d_kv, d_kv + C, A->d_att, a->probs, a->q, a->k, a->v, a->ldq, a->ldkv,
-                               io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH,
-                               (float)(1.0 / sqrt((double)m->HS)));
+        (rounding(m) ? attention_backward_set_bf16 : attention_backward_set)(
+            d_q, d_kv, d_kv + C, A->d_att, a->probs, a->q, a->k, a->v, a->ldq, a->ldkv, io->klen, io->causal, io->B,
+            io->Tq, io->Tk, C, NH, (float)(1.0 / sqrt((double)m->HS)));
         pmt_profile_end(PMT_PHASE_ATTENTION, t0);
         float *dw = grad_of(m, p->wqkv), *db = grad_of(m, p->bqkv);
         const linear_bf16 q_lp = lp_of(m, a->ln16, p->wqkv, 1);
@@ -1036,8 +1037,9 @@ static void attention_sublayer_backward(pmt_model *m, const pmt_attn_params *p, 
         float *d_mem = io->memory ? d_memory : A->d_ln;   /* q = k (= v) in self-attention */
         const double t0 = pmt_profile_begin();
         if (!pmt_model_uses_poolattn(&m->cfg)) {
-            projattn_backward(A->d_ln, d_mem, grad_of(m, p->log_sigma), A->d_att, a->probs, a->ln, mem,
-                              site_log_sigma(m, p), io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH);
+            (rounding(m) ? projattn_backward_bf16 : projattn_backward)(
+                A->d_ln, d_mem, grad_of(m, p->log_sigma), A->d_att, a->probs, a->ln, mem, site_log_sigma(m, p),
+                io->klen, io->causal, io->B, io->Tq, io->Tk, C, NH);
         } else {
             const poolattn_params pp = site_pool_params(m, p);
             const poolattn_grads pg = {grad_of(m, p->log_sigma), grad_of(m, p->log_metric), grad_of(m, p->log_radius)};

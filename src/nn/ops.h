@@ -183,6 +183,17 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
 void attention_backward_set(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
                             const float *k, const float *v, int ldq, int ldkv, const int32_t *klen, int causal, int B,
                             int T, int S, int C, int NH, float scale);
+/* bf16 products (a CPU with avx512_bf16, as --precision bf16; the caller
+ * checks pmt_cpu_has_bf16): the same contracts, with every product of q,
+ * k, v, dout and the weights over their bf16 roundings (vdpbf16ps, fp32
+ * sums). The softmax, its backward, probs and all outputs stay fp32, the
+ * masks exact (masked weights and their gradients are exact zeros). */
+void attention_forward_bf16(float *out, float *probs, const float *q, const float *k, const float *v, int ldq,
+                            int ldkv, const int32_t *klen, int causal, int B, int T, int S, int C, int NH,
+                            float scale);
+void attention_backward_set_bf16(float *dq, float *dk, float *dv, const float *dout, const float *probs,
+                                 const float *q, const float *k, const float *v, int ldq, int ldkv,
+                                 const int32_t *klen, int causal, int B, int T, int S, int C, int NH, float scale);
 
 /* ---- projection attention (Sanger): softmax over negative Gaussian distances ----
  * For head h:  logit[t,j] = -(|q_t|² + |k_j|² - 2 q_t·k_j) / (2 σ_h²) + mask,
@@ -204,6 +215,15 @@ void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dou
                        const float *probs, const float *q, const float *k,
                        const float *log_sigma, const int32_t *klen, int causal,
                        int B, int T, int S, int C, int NH);
+/* bf16 products, as attention_forward_bf16: the distances' cross term
+ * and the norms both of the rounded q and k (so a distance is that of the
+ * rounded vectors: 0 on the self-attention diagonal up to fp32 rounding);
+ * logits, softmax, σ's gradient and all outputs fp32. */
+void projattn_forward_bf16(float *out, float *probs, const float *q, const float *k, const float *log_sigma,
+                           const int32_t *klen, int causal, int B, int T, int S, int C, int NH);
+void projattn_backward_bf16(float *dq, float *dk, float *dlog_sigma, const float *dout, const float *probs,
+                            const float *q, const float *k, const float *log_sigma, const int32_t *klen, int causal,
+                            int B, int T, int S, int C, int NH);
 
 /* ---- pooling attention: the projection family (ops_poolattn.c) ----
  * Nadaraya–Watson pooling over the visible keys, values = the raw keys:

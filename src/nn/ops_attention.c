@@ -30,7 +30,10 @@
 #include "nn/ops.h"
 #include "nn/ops_internal.h"
 
+#include "nn/gemm.h"
+
 #include <assert.h>
+#include <immintrin.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -58,8 +61,13 @@ static int scratch_threads;
 #define PAD_COLS(n) (((n) + 15) / 16 * 16)
 
 static size_t scratch_need(int T, int S, int HS) {
-    const size_t t = (size_t)(T > 0 ? T : 0), k = (size_t)PAD_COLS(S > 0 ? S : 0);
-    return (size_t)HS * k + 2 * t * k + 2 * (t + k) + 64;   /* + one slot per buffer for empty shapes */
+    /* The most a (b, h) task takes (the backward kernels, bf16), each
+     * buffer rounded up to 16 floats by take(): fp32 holds a transposed
+     * [HS, Sp] operand, two [T, Sp] blocks and a [Sp, T] transpose; bf16
+     * also the rounded rows [T or Sp, HS/2 + 1] and pairs of rows
+     * [T/2 + 1 or Sp/2 + 1, HS]. */
+    const size_t t = (size_t)(T > 0 ? T : 0) + 16, k = (size_t)PAD_COLS(S > 0 ? S : 0) + 16, hs = (size_t)HS + 16;
+    return 3 * hs * k + 4 * t * k + 3 * t * hs + 4 * (t + k) + 256;
 }
 
 int attention_scratch_reserve(int T, int S, int HS) {
@@ -285,6 +293,269 @@ static void softmax_backward_rows(float *g, int Sv, const float *p, int S, int32
     }
 }
 
+/* ---- the products' operands, in fp32 or in bf16 ----
+ * Every product of a (b, h) task has one of three forms, each over the
+ * rows of a block (causal row blocks above):
+ *   scores          c[t, j] += α Σ_d a[t, d] y[j, d]   (q kᵀ, dout vᵀ)
+ *   weights · rows  c[t, d] += α Σ_j w[t, j] y[j, d]   (P v, g k)
+ *   weightsᵀ · rows c[j, d] += α Σ_t w[t, j] x[t, d]   (gᵀ q, Pᵀ dout)
+ * with a, x, y head slices of token rows (HS columns) and w a [T, S] block.
+ * An operand is prepared once per task, in the layout its product reads,
+ * and serves every row block of it.
+ *
+ * fp32: small_gemm over the rows in place, or over a transposed copy.
+ * bf16 (the kernels' _bf16 entry points; a CPU with avx512_bf16): the
+ * products run as vdpbf16ps dot products, twice the fp32 FMA rate on
+ * AVX-512 bf16 CPUs. Each vector instruction adds, for 16 output columns,
+ * the products of one PAIR of consecutive reduction terms: the left
+ * operand is stored as bf16 pairs along the reduction (one 32-bit
+ * broadcast per pair), the right one as [pairs, columns] of interleaved
+ * bf16 pairs. Operands are rounded to nearest even once, where they are
+ * laid out (the copies fp32 makes anyway); accumulation, the softmax and
+ * every result stay fp32. A reduction of odd length ends in a pair whose
+ * second term is a zero on both sides. Where a causal block stops the
+ * reduction at an odd key count nk, the pair's second term is key nk,
+ * which every row of the block masks: its weight is an exact zero. */
+
+/* bf16 elements rounded from fp32 as uint16_t; a pair as one uint32_t
+ * (low half the first term), as vdpbf16ps reads them. */
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+static inline int pairs_of(int n) { return (n + 1) / 2; }
+
+/* Masks of the first n (0..16) lanes. */
+static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n > 0 ? n : 0)) - 1u); }
+
+/* dst [rows, ldd] pairs = bf16 of src [rows, cols] (leading dimension ld):
+ * each row's cols values, then zeros up to 2·ldd. */
+BF16_TARGET static void bf16_round_rows(uint32_t *dst, int ldd, const float *src, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++) {
+        uint16_t *d = (uint16_t *)(dst + (size_t)r * ldd);
+        const float *s = src + (size_t)r * ld;
+        for (int c = 0; c < 2 * ldd; c += 16) {
+            const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes(cols - c), s + c));
+            _mm256_mask_storeu_epi16(d + c, lanes(2 * ldd - c), (__m256i)v);
+        }
+    }
+}
+
+/* dst [pairs_of(rows), ldd] = pairs of rows (2p, 2p + 1) of src [rows, cols]
+ * (leading dimension ld), elementwise: the right operand of a product that
+ * reduces over src's rows. A missing last row is zeros; columns cols..ldd-1
+ * are not written. */
+BF16_TARGET static void bf16_pair_rows(uint32_t *dst, int ldd, const float *src, int rows, int cols, int ld) {
+    for (int p = 0; 2 * p < rows; p++) {
+        const float *r0 = src + (size_t)(2 * p) * ld, *r1 = r0 + ld;
+        const int second = 2 * p + 1 < rows;
+        for (int c = 0; c < cols; c += 16) {
+            const __mmask16 m = lanes(cols - c);
+            const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r0 + c)));
+            const __m512i hi = second ? _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r1 + c)))
+                                      : _mm512_setzero_si512();
+            _mm512_mask_storeu_epi32(dst + (size_t)p * ldd + c, m, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        }
+    }
+}
+
+/* dst [cols, ldd] = srcᵀ of 32-bit pairs src [rows, cols] (leading dimension
+ * lds), columns rows..ldd-1 of dst zero. */
+static void pairs_transpose(uint32_t *dst, int ldd, const uint32_t *src, int lds, int rows, int cols) {
+    for (int c = 0; c < cols; c++) {
+        uint32_t *d = dst + (size_t)c * ldd;
+        for (int r = 0; r < rows; r++) d[r] = src[(size_t)r * lds + c];
+        for (int r = rows; r < ldd; r++) d[r] = 0;
+    }
+}
+
+/* C[M, N] += alpha · A · B over KP pairs: A [M, KP] pairs (leading dimension
+ * lda), B [KP, N] pairs (ldb), C fp32 (ldc); a column tail narrower than 16
+ * is masked. Four rows at a time, as small_gemm, sharing each load of B. */
+BF16_TARGET static void small_gemm_bf16(int M, int N, int KP, float alpha, const uint32_t *A, int lda,
+                                        const uint32_t *B, int ldb, float *C, int ldc) {
+    const __m512 al = _mm512_set1_ps(alpha);
+    for (int n0 = 0; n0 < N; n0 += 16) {
+        const __mmask16 m = lanes(N - n0);
+        int i = 0;
+        for (; i + 4 <= M; i += 4) {
+            __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+            const uint32_t *a = A + (size_t)i * lda;
+            for (int p = 0; p < KP; p++) {
+                const __m512bh b = (__m512bh)_mm512_maskz_loadu_epi32(m, B + (size_t)p * ldb + n0);
+                c0 = _mm512_dpbf16_ps(c0, (__m512bh)_mm512_set1_epi32((int)a[p]), b);
+                c1 = _mm512_dpbf16_ps(c1, (__m512bh)_mm512_set1_epi32((int)a[lda + p]), b);
+                c2 = _mm512_dpbf16_ps(c2, (__m512bh)_mm512_set1_epi32((int)a[2 * lda + p]), b);
+                c3 = _mm512_dpbf16_ps(c3, (__m512bh)_mm512_set1_epi32((int)a[3 * lda + p]), b);
+            }
+            float *c = C + (size_t)i * ldc + n0;
+            _mm512_mask_storeu_ps(c, m, _mm512_fmadd_ps(al, c0, _mm512_maskz_loadu_ps(m, c)));
+            _mm512_mask_storeu_ps(c + ldc, m, _mm512_fmadd_ps(al, c1, _mm512_maskz_loadu_ps(m, c + ldc)));
+            _mm512_mask_storeu_ps(c + 2 * ldc, m, _mm512_fmadd_ps(al, c2, _mm512_maskz_loadu_ps(m, c + 2 * ldc)));
+            _mm512_mask_storeu_ps(c + 3 * ldc, m, _mm512_fmadd_ps(al, c3, _mm512_maskz_loadu_ps(m, c + 3 * ldc)));
+        }
+        for (; i < M; i++) {
+            __m512 c0 = _mm512_setzero_ps();
+            const uint32_t *a = A + (size_t)i * lda;
+            for (int p = 0; p < KP; p++)
+                c0 = _mm512_dpbf16_ps(c0, (__m512bh)_mm512_set1_epi32((int)a[p]),
+                                      (__m512bh)_mm512_maskz_loadu_epi32(m, B + (size_t)p * ldb + n0));
+            float *c = C + (size_t)i * ldc + n0;
+            _mm512_mask_storeu_ps(c, m, _mm512_fmadd_ps(al, c0, _mm512_maskz_loadu_ps(m, c)));
+        }
+    }
+}
+
+/* Squared norms of n rows of bf16 pairs x [n, kp]: of the rounded values,
+ * so that a distance |q|² + |k|² − 2 q·k of rounded operands is that of one
+ * pair of vectors (0 on the self-attention diagonal up to fp32 rounding,
+ * not up to bf16's). */
+static void bf16_norms(float *nrm, const uint32_t *x, int n, int kp) {
+    for (int r = 0; r < n; r++) {
+        const uint16_t *v = (const uint16_t *)(x + (size_t)r * kp);
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int i = 0; i < 2 * kp; i++) {
+            const uint32_t u = (uint32_t)v[i] << 16;   /* the bf16's fp32 value, inline */
+            float f;
+            memcpy(&f, &u, sizeof f);
+            s += f * f;
+        }
+        nrm[r] = s;
+    }
+}
+
+/* n floats (or pairs) of a task's scratch, 64-byte multiples. */
+static inline float *take(float **ws, size_t n) {
+    float *p = *ws;
+    *ws += (n + 15) / 16 * 16;
+    return p;
+}
+
+/* Rows of a token matrix as a scores product sees them: the left operand
+ * (a, its rows in place in fp32) or the right one (yᵀ, keys as columns
+ * padded to Sp with zeros). */
+typedef struct head_rows {
+    int lowp, HS;
+    const float *x;   /* the head slice of the first row, leading dimension ld */
+    int ld, rows;
+    float *xT;        /* fp32 right operand: xᵀ [HS, Sp] */
+    uint32_t *x16;    /* bf16: the rows rounded, [rows, pairs_of(HS)] */
+    uint32_t *xT16;   /* bf16 right operand: [pairs_of(HS), Sp] */
+    int Sp;
+} head_rows;
+
+static head_rows scores_left(int lowp, float **ws, const float *x, int ld, int rows, int HS) {
+    head_rows o = {.lowp = lowp, .HS = HS, .x = x, .ld = ld, .rows = rows};
+    if (lowp) {
+        o.x16 = (uint32_t *)take(ws, (size_t)rows * pairs_of(HS));
+        bf16_round_rows(o.x16, pairs_of(HS), x, rows, HS, ld);
+    }
+    return o;
+}
+
+static head_rows scores_right(int lowp, float **ws, const float *y, int ld, int rows, int HS, int Sp) {
+    head_rows o = scores_left(lowp, ws, y, ld, rows, HS);
+    o.Sp = Sp;
+    if (lowp) {
+        o.xT16 = (uint32_t *)take(ws, (size_t)pairs_of(HS) * Sp);
+        pairs_transpose(o.xT16, Sp, o.x16, pairs_of(HS), rows, pairs_of(HS));
+    } else {
+        o.xT = take(ws, (size_t)HS * Sp);
+        transpose_padded(o.xT, Sp, y, rows, HS, ld);
+    }
+    return o;
+}
+
+/* Squared norms of the operand's rows (of its rounded values in bf16). */
+static void head_rows_norms(float *nrm, const head_rows *o) {
+    if (o->lowp) {
+        bf16_norms(nrm, o->x16, o->rows, pairs_of(o->HS));
+        return;
+    }
+    for (int r = 0; r < o->rows; r++) nrm[r] = ops_dot(o->x + (size_t)r * o->ld, o->x + (size_t)r * o->ld, o->HS);
+}
+
+/* The three products' blocks are inlined into the kernels, so that
+ * small_gemm keeps the constant arguments (α = 1) it is specialised for. */
+
+/* c[t, j] += alpha · a_t · y_j for rows t0..t1-1 and keys j < ncols. */
+static inline __attribute__((always_inline)) void scores_block(const head_rows *a, const head_rows *y, int t0, int t1, int ncols, float alpha, float *c,
+                         int ldc) {
+    if (a->lowp)
+        small_gemm_bf16(t1 - t0, ncols, pairs_of(a->HS), alpha, a->x16 + (size_t)t0 * pairs_of(a->HS),
+                        pairs_of(a->HS), y->xT16, y->Sp, c + (size_t)t0 * ldc, ldc);
+    else
+        small_gemm(t1 - t0, ncols, a->HS, alpha, a->x + (size_t)t0 * a->ld, a->ld, y->xT, y->Sp,
+                   c + (size_t)t0 * ldc, ldc);
+}
+
+/* A weights block w [rows, cols] (leading dimension ldw) with the token rows
+ * y [cols, HS] it weights (weights · rows), or its transpose with the rows
+ * x [rows, HS] (weightsᵀ · rows). */
+typedef struct weighted {
+    int lowp, HS;
+    const float *w, *y;   /* fp32 weights · rows: both in place */
+    int ldw, ldy;
+    float *wT;            /* fp32 weightsᵀ: [cols, rows] */
+    int rows;
+    uint32_t *w16;        /* bf16: w rows as pairs [rows, ldw16], or wᵀ [cols, ldw16] */
+    uint32_t *y16;        /* bf16: the token rows as pairs of rows [ldw16, HS] */
+    int ldw16;
+} weighted;
+
+static weighted weights_by_rows(int lowp, float **ws, const float *w, int ldw, int rows, int cols, const float *y,
+                                int ldy, int HS) {
+    weighted o = {.lowp = lowp, .HS = HS, .w = w, .y = y, .ldw = ldw, .ldy = ldy, .rows = rows};
+    if (lowp) {
+        o.ldw16 = pairs_of(cols);
+        o.w16 = (uint32_t *)take(ws, (size_t)rows * o.ldw16);
+        bf16_round_rows(o.w16, o.ldw16, w, rows, cols, ldw);
+        o.y16 = (uint32_t *)take(ws, (size_t)o.ldw16 * HS);
+        bf16_pair_rows(o.y16, HS, y, cols, HS, ldy);
+    }
+    return o;
+}
+
+/* c[t, :] += alpha · Σ_{j < nk} w[t, j] y_j for rows t0..t1-1. */
+static inline __attribute__((always_inline)) void weights_block(const weighted *o, int t0, int t1, int nk, float alpha, float *c, int ldc) {
+    if (o->lowp)
+        small_gemm_bf16(t1 - t0, o->HS, pairs_of(nk), alpha, o->w16 + (size_t)t0 * o->ldw16, o->ldw16, o->y16,
+                        o->HS, c + (size_t)t0 * ldc, ldc);
+    else
+        small_gemm(t1 - t0, o->HS, nk, alpha, o->w + (size_t)t0 * o->ldw, o->ldw, o->y, o->ldy,
+                   c + (size_t)t0 * ldc, ldc);
+}
+
+static weighted weightsT_by_rows(int lowp, float **ws, const float *w, int ldw, int rows, int cols, const float *x,
+                                 int ldx, int HS) {
+    weighted o = {.lowp = lowp, .HS = HS, .y = x, .ldy = ldx, .rows = rows};
+    if (lowp) {
+        o.ldw16 = pairs_of(rows);
+        uint32_t *pairs = (uint32_t *)take(ws, (size_t)o.ldw16 * cols);   /* [ldw16, cols] */
+        bf16_pair_rows(pairs, cols, w, rows, cols, ldw);
+        o.w16 = (uint32_t *)take(ws, (size_t)cols * o.ldw16);
+        pairs_transpose(o.w16, o.ldw16, pairs, cols, o.ldw16, cols);
+        o.y16 = (uint32_t *)take(ws, (size_t)o.ldw16 * HS);
+        bf16_pair_rows(o.y16, HS, x, rows, HS, ldx);
+    } else {
+        o.wT = take(ws, (size_t)cols * rows);
+        transpose(o.wT, w, rows, cols, ldw);
+    }
+    return o;
+}
+
+/* c[j, :] += alpha · Σ_{t >= t0} w[t, j] x_t for keys j0..j1-1; t0 is even
+ * (0, or a multiple of CAUSAL_ROWS), so bf16 pairs start at t0. */
+static inline __attribute__((always_inline)) void weightsT_block(const weighted *o, int j0, int j1, int t0, float alpha, float *c, int ldc) {
+    if (o->lowp)
+        small_gemm_bf16(j1 - j0, o->HS, o->ldw16 - t0 / 2, alpha, o->w16 + (size_t)j0 * o->ldw16 + t0 / 2, o->ldw16,
+                        o->y16 + (size_t)(t0 / 2) * o->HS, o->HS, c + (size_t)j0 * ldc, ldc);
+    else
+        small_gemm(j1 - j0, o->HS, o->rows - t0, alpha, o->wT + (size_t)j0 * o->rows + t0, o->rows,
+                   o->y + (size_t)t0 * o->ldy, o->ldy, c + (size_t)j0 * ldc, ldc);
+}
+
+_Static_assert(CAUSAL_ROWS % 2 == 0, "bf16 pairs of queries start at a causal block's first key");
+
 /* ---- standard attention ---- */
 
 /* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k, v [B*S, C], klen [B]. */
@@ -310,7 +581,7 @@ static void scores_by_dots(float *p, int ldp, const float *qh, int ldq, const fl
 
 static void attention_forward_impl(float *out, float *probs, const float *q, const float *k,
                                    const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
-                                   int B, int T, int S, int C, int NH, float scale, int dots) {
+                                   int B, int T, int S, int C, int NH, float scale, int dots, int lowp) {
     const int HS = C / NH;
     scratch_check(T, S, HS);
 #pragma omp parallel for collapse(2) schedule(static)
@@ -322,6 +593,7 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
             const float *kh = HEAD(k, (size_t)b * S, ldkv, h, HS);
             float *oh = HEAD(out, (size_t)b * T, C, h, HS);
             const int RB = block_rows(causal, T);
+            float *ws = scratch_slice();
             if (dots) {
                 memset(p, 0, sizeof(float) * T * S);
                 scores_by_dots(p, S, qh, ldq, kh, ldkv, scale, T, Sv, HS);
@@ -330,13 +602,13 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
                 /* Scores into sc [T, Sp] over whole register blocks of keys,
                  * then the softmax from sc into p. */
                 const int Sp = PAD_COLS(Sv);
-                float *kT = scratch_slice(), *sc = kT + (size_t)HS * Sp;   /* [HS, Sp] [T, Sp] */
-                transpose_padded(kT, Sp, kh, Sv, HS, ldkv);
+                const head_rows qa = scores_left(lowp, &ws, qh, ldq, T, HS);
+                const head_rows ky = scores_right(lowp, &ws, kh, ldkv, Sv, HS, Sp);
+                float *sc = take(&ws, (size_t)T * Sp);
                 memset(sc, 0, sizeof(float) * T * Sp);
                 for (int t0 = 0; t0 < T; t0 += RB) {
                     const int t1 = t0 + RB < T ? t0 + RB : T;
-                    small_gemm(t1 - t0, block_key_blocks(causal, t1, Sv), HS, scale, qh + (size_t)t0 * ldq, ldq, kT,
-                               Sp, sc + (size_t)t0 * Sp, Sp);
+                    scores_block(&qa, &ky, t0, t1, block_key_blocks(causal, t1, Sv), scale, sc, Sp);
                 }
                 for (int t = 0; t < T; t++) {
                     const int nvis = visible_keys(klen[b], causal, t, S);
@@ -346,10 +618,10 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
                 }
             }
             zero_head_rows(out, (size_t)b * T, T, C, h, HS);
+            const weighted pv = weights_by_rows(lowp, &ws, p, S, T, Sv, HEAD(v, (size_t)b * S, ldkv, h, HS), ldkv, HS);
             for (int t0 = 0; t0 < T; t0 += RB) {
                 const int t1 = t0 + RB < T ? t0 + RB : T;
-                small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), 1.0f, p + (size_t)t0 * S, S,
-                           HEAD(v, (size_t)b * S, ldkv, h, HS), ldkv, oh + (size_t)t0 * C, C);
+                weights_block(&pv, t0, t1, block_keys(causal, t1, Sv), 1.0f, oh, C);
             }
         }
     }
@@ -359,13 +631,19 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
 void attention_forward(float *out, float *probs, const float *q, const float *k,
                        const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                        int B, int T, int S, int C, int NH, float scale) {
-    attention_forward_impl(out, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 0);
+    attention_forward_impl(out, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 0, 0);
+}
+
+void attention_forward_bf16(float *out, float *probs, const float *q, const float *k, const float *v, int ldq,
+                            int ldkv, const int32_t *klen, int causal, int B, int T, int S, int C, int NH,
+                            float scale) {
+    attention_forward_impl(out, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 0, 1);
 }
 
 void attention_forward_few_queries(float *out, float *probs, const float *q, const float *k,
                                    const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                                    int B, int T, int S, int C, int NH, float scale) {
-    attention_forward_impl(out, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 1);
+    attention_forward_impl(out, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 1, 0);
 }
 
 /* dq [B*T, ldq], dk, dv [B*S, ldkv] += ... (one buffer at three column
@@ -375,7 +653,7 @@ void attention_forward_few_queries(float *out, float *probs, const float *q, con
 static void attention_backward_impl(float *dq, float *dk, float *dv, const float *dout, const float *probs,
                                     const float *q, const float *k, const float *v, int ldq, int ldkv,
                                     const int32_t *klen, int causal, int B, int T, int S, int C, int NH, float scale,
-                                    int set) {
+                                    int set, int lowp) {
     const int HS = C / NH;
     scratch_check(T, S, HS);
 #pragma omp parallel for collapse(2) schedule(static)
@@ -388,7 +666,6 @@ static void attention_backward_impl(float *dq, float *dk, float *dv, const float
             }
             /* g is [T, Sv] here: keys beyond the prefix get no gradient. */
             const int Sv = key_prefix(klen[b], S), Sp = PAD_COLS(Sv);
-            float *vT = scratch_slice(), *g = vT + (size_t)HS * Sp, *tr = g + (size_t)T * Sp;   /* [HS,Sp] [T,Sp] [Sv,T] */
             const float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, ldq, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, ldkv, h, HS);
@@ -396,31 +673,33 @@ static void attention_backward_impl(float *dq, float *dk, float *dv, const float
             float *dqh = HEAD(dq, (size_t)b * T, ldq, h, HS);
             float *dkh = HEAD(dk, (size_t)b * S, ldkv, h, HS), *dvh = HEAD(dv, (size_t)b * S, ldkv, h, HS);
             const int RB = block_rows(causal, T);
-            transpose_padded(vT, Sp, HEAD(v, (size_t)b * S, ldkv, h, HS), Sv, HS, ldkv);
+            float *ws = scratch_slice();
+            const head_rows da = scores_left(lowp, &ws, doh, C, T, HS);
+            const head_rows vy = scores_right(lowp, &ws, HEAD(v, (size_t)b * S, ldkv, h, HS), ldkv, Sv, HS, Sp);
+            float *g = take(&ws, (size_t)T * Sp);   /* [T, Sp] */
             memset(g, 0, sizeof(float) * T * Sp);
             for (int t0 = 0; t0 < T; t0 += RB) {   /* dP = dout vᵀ, visible blocks */
                 const int t1 = t0 + RB < T ? t0 + RB : T;
-                small_gemm(t1 - t0, block_key_blocks(causal, t1, Sv), HS, 1.0f, doh + (size_t)t0 * C, C, vT, Sp,
-                           g + (size_t)t0 * Sp, Sp);
+                scores_block(&da, &vy, t0, t1, block_key_blocks(causal, t1, Sv), 1.0f, g, Sp);
             }
             softmax_backward_rows(g, Sp, p, S, klen[b], causal, T);
+            const weighted gk = weights_by_rows(lowp, &ws, g, Sp, T, Sv, kh, ldkv, HS);
             for (int t0 = 0; t0 < T; t0 += RB) {   /* dq += scale g k */
                 const int t1 = t0 + RB < T ? t0 + RB : T;
-                small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), scale, g + (size_t)t0 * Sp, Sp, kh, ldkv,
-                           dqh + (size_t)t0 * ldq, ldq);
+                weights_block(&gk, t0, t1, block_keys(causal, t1, Sv), scale, dqh, ldq);
             }
-            transpose(tr, g, T, Sv, Sp);
+            float *const mark = ws;   /* the two transposed products take the same room in turn */
             const int KB = block_rows(causal, Sv);
+            const weighted gq = weightsT_by_rows(lowp, &ws, g, Sp, T, Sv, qh, ldq, HS);
             for (int j0 = 0; j0 < Sv; j0 += KB) {   /* dk += scale gᵀ q over the queries that see the keys */
-                const int j1 = j0 + KB < Sv ? j0 + KB : Sv, t0 = first_query(causal, j0);
-                small_gemm(j1 - j0, HS, T - t0, scale, tr + (size_t)j0 * T + t0, T, qh + (size_t)t0 * ldq, ldq,
-                           dkh + (size_t)j0 * ldkv, ldkv);
+                const int j1 = j0 + KB < Sv ? j0 + KB : Sv;
+                weightsT_block(&gq, j0, j1, first_query(causal, j0), scale, dkh, ldkv);
             }
-            transpose(tr, p, T, Sv, S);
+            ws = mark;
+            const weighted pd = weightsT_by_rows(lowp, &ws, p, S, T, Sv, doh, C, HS);
             for (int j0 = 0; j0 < Sv; j0 += KB) {   /* dv += Pᵀ dout */
-                const int j1 = j0 + KB < Sv ? j0 + KB : Sv, t0 = first_query(causal, j0);
-                small_gemm(j1 - j0, HS, T - t0, 1.0f, tr + (size_t)j0 * T + t0, T, doh + (size_t)t0 * C, C,
-                           dvh + (size_t)j0 * ldkv, ldkv);
+                const int j1 = j0 + KB < Sv ? j0 + KB : Sv;
+                weightsT_block(&pd, j0, j1, first_query(causal, j0), 1.0f, dvh, ldkv);
             }
         }
     }
@@ -430,13 +709,19 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dout,
                         const float *probs, const float *q, const float *k,
                         const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                         int B, int T, int S, int C, int NH, float scale) {
-    attention_backward_impl(dq, dk, dv, dout, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 0);
+    attention_backward_impl(dq, dk, dv, dout, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 0, 0);
 }
 
 void attention_backward_set(float *dq, float *dk, float *dv, const float *dout, const float *probs, const float *q,
                             const float *k, const float *v, int ldq, int ldkv, const int32_t *klen, int causal, int B,
                             int T, int S, int C, int NH, float scale) {
-    attention_backward_impl(dq, dk, dv, dout, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 1);
+    attention_backward_impl(dq, dk, dv, dout, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 1, 0);
+}
+
+void attention_backward_set_bf16(float *dq, float *dk, float *dv, const float *dout, const float *probs,
+                                 const float *q, const float *k, const float *v, int ldq, int ldkv,
+                                 const int32_t *klen, int causal, int B, int T, int S, int C, int NH, float scale) {
+    attention_backward_impl(dq, dk, dv, dout, probs, q, k, v, ldq, ldkv, klen, causal, B, T, S, C, NH, scale, 1, 1);
 }
 
 /* ---- projection attention ---- */
@@ -464,18 +749,19 @@ static void head_norms(float *nrm, const float *x, size_t r0, int n, int C, int 
 
 /* Fills d [T, Sp] (Sp = PAD_COLS(Sv)) with the squared distances
  * |q_t|² + |k_j|² − 2 q_t·k_j of one (b, h) for the visible keys j < Sv,
- * using kT [HS, Sp] (kᵀ, zero-padded: transpose_padded) for the cross term
- * over whole register blocks of keys; the rest is 0. Causal: only each row
- * block's visible keys (causal row blocks above); the masked rest stays 0. */
-static void sq_distances(float *d, const float *qh, const float *kT, const float *qn, const float *kn, int causal,
-                         int T, int Sv, int C, int HS) {
+ * the cross term a scores product of the operands qa, ky (ky's keys padded
+ * to Sp) over whole register blocks of keys; the rest is 0. Causal: only
+ * each row block's visible keys (causal row blocks above); the masked rest
+ * stays 0. qn, kn: the operands' squared norms (head_rows_norms). */
+static void sq_distances(float *d, const head_rows *qa, const head_rows *ky, const float *qn, const float *kn,
+                         int causal, int T, int Sv) {
     const int Sp = PAD_COLS(Sv);
     memset(d, 0, sizeof(float) * T * Sp);
     const int RB = block_rows(causal, T);
     for (int t0 = 0; t0 < T; t0 += RB) {
         const int t1 = t0 + RB < T ? t0 + RB : T, nk = block_key_blocks(causal, t1, Sv);
         const int nn = nk < Sv ? nk : Sv;
-        small_gemm(t1 - t0, nk, HS, -2.0f, qh + (size_t)t0 * C, C, kT, Sp, d + (size_t)t0 * Sp, Sp);
+        scores_block(qa, ky, t0, t1, nk, -2.0f, d, Sp);
         for (int t = t0; t < t1; t++)
 #pragma omp simd
             for (int j = 0; j < nn; j++) d[(size_t)t * Sp + j] += qn[t] + kn[j];
@@ -484,7 +770,7 @@ static void sq_distances(float *d, const float *qh, const float *kT, const float
 
 static void projattn_forward_impl(float *out, float *probs, const float *q, const float *k,
                                   const float *log_sigma, const int32_t *klen, int causal,
-                                  int B, int T, int S, int C, int NH, int dots) {
+                                  int B, int T, int S, int C, int NH, int dots, int lowp) {
     const int HS = C / NH;
     scratch_check(T, S, HS);
 #pragma omp parallel for collapse(2) schedule(static)
@@ -492,15 +778,15 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
         for (int h = 0; h < NH; h++) {
             /* Only the visible key prefix: its norms, distances, weights. */
             const int Sv = key_prefix(klen[b], S), Sp = PAD_COLS(Sv);
-            float *qn = scratch_slice(), *kn = qn + T + 1, *kT = kn + Sv + 1;   /* [T] [Sv] [HS, Sp] */
-            float *sc = kT + (size_t)HS * Sp;                                   /* [T, Sp] */
+            float *ws = scratch_slice();
+            float *qn = take(&ws, (size_t)T), *kn = take(&ws, (size_t)Sv);
             const float c = inv_two_sigma2(log_sigma, h);
             float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
-            head_norms(qn, q, (size_t)b * T, T, C, h, HS);
-            head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
             if (dots) {
+                head_norms(qn, q, (size_t)b * T, T, C, h, HS);
+                head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
                 memset(p, 0, sizeof(float) * T * S);
                 scores_by_dots(p, S, qh, C, kh, C, -2.0f, T, Sv, HS);
                 for (int t = 0; t < T; t++)
@@ -513,8 +799,12 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
                 }
             } else {
                 /* Distances into sc [T, Sp], the logits from there into p. */
-                transpose_padded(kT, Sp, kh, Sv, HS, C);
-                sq_distances(sc, qh, kT, qn, kn, causal, T, Sv, C, HS);
+                const head_rows qa = scores_left(lowp, &ws, qh, C, T, HS);
+                const head_rows ky = scores_right(lowp, &ws, kh, C, Sv, HS, Sp);
+                head_rows_norms(qn, &qa);
+                head_rows_norms(kn, &ky);
+                float *sc = take(&ws, (size_t)T * Sp);
+                sq_distances(sc, &qa, &ky, qn, kn, causal, T, Sv);
                 for (int t = 0; t < T; t++) {
                     const int nvis = visible_keys(klen[b], causal, t, S);   /* the softmax zeroes the rest */
 #pragma omp simd
@@ -524,10 +814,10 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
             softmax_rows(p, klen[b], causal, T, S);
             zero_head_rows(out, (size_t)b * T, T, C, h, HS);
             const int RB = block_rows(causal, T);
+            const weighted pk = weights_by_rows(lowp, &ws, p, S, T, Sv, kh, C, HS);
             for (int t0 = 0; t0 < T; t0 += RB) {
                 const int t1 = t0 + RB < T ? t0 + RB : T;
-                small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), 1.0f, p + (size_t)t0 * S, S, kh, C,
-                           HEAD(out, (size_t)b * T + t0, C, h, HS), C);
+                weights_block(&pk, t0, t1, block_keys(causal, t1, Sv), 1.0f, HEAD(out, (size_t)b * T, C, h, HS), C);
             }
         }
     }
@@ -538,13 +828,18 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
 void projattn_forward(float *out, float *probs, const float *q, const float *k,
                       const float *log_sigma, const int32_t *klen, int causal,
                       int B, int T, int S, int C, int NH) {
-    projattn_forward_impl(out, probs, q, k, log_sigma, klen, causal, B, T, S, C, NH, 0);
+    projattn_forward_impl(out, probs, q, k, log_sigma, klen, causal, B, T, S, C, NH, 0, 0);
+}
+
+void projattn_forward_bf16(float *out, float *probs, const float *q, const float *k, const float *log_sigma,
+                           const int32_t *klen, int causal, int B, int T, int S, int C, int NH) {
+    projattn_forward_impl(out, probs, q, k, log_sigma, klen, causal, B, T, S, C, NH, 0, 1);
 }
 
 void projattn_forward_few_queries(float *out, float *probs, const float *q, const float *k,
                                   const float *log_sigma, const int32_t *klen, int causal,
                                   int B, int T, int S, int C, int NH) {
-    projattn_forward_impl(out, probs, q, k, log_sigma, klen, causal, B, T, S, C, NH, 1);
+    projattn_forward_impl(out, probs, q, k, log_sigma, klen, causal, B, T, S, C, NH, 1, 0);
 }
 
 /* One (b, h) task of projattn_backward; returns its contribution to
@@ -557,37 +852,40 @@ void projattn_forward_few_queries(float *out, float *probs, const float *q, cons
 static double projattn_backward_head(float *dq, float *dk, const float *dout,
                                      const float *probs, const float *q, const float *k,
                                      float c, int32_t klen, int causal, int want_sigma,
-                                     int b, int h, int T, int S, int C, int NH) {
+                                     int b, int h, int T, int S, int C, int NH, int lowp) {
     const int HS = C / NH;
     /* Keys beyond the visible prefix get no gradient: g is [T, Sv]. */
     const int Sv = key_prefix(klen, S), Sp = PAD_COLS(Sv);
-    /* [HS, Sp] [T, Sp] [T, Sp] (also [Sv, T]) [T] [Sv] from this thread's scratch; qn/kn below reuse
-     * rsum/csum's room before those are filled. g's columns Sv..Sp-1 are 0. */
-    float *kT = scratch_slice(), *g = kT + (size_t)HS * Sp, *tr = g + (size_t)T * Sp;
-    float *rsum = tr + (size_t)Sp * T, *csum = rsum + T + 1;
     const float *p = probs + ((size_t)b * NH + h) * T * S;
     const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
     const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
     const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
     const int RB = block_rows(causal, T), KB = block_rows(causal, Sv);
-    transpose_padded(kT, Sp, kh, Sv, HS, C);
+    float *ws = scratch_slice();
+    float *rsum = take(&ws, (size_t)T), *csum = take(&ws, (size_t)Sv);
+    const head_rows da = scores_left(lowp, &ws, doh, C, T, HS);
+    const head_rows ky = scores_right(lowp, &ws, kh, C, Sv, HS, Sp);
+    float *g = take(&ws, (size_t)T * Sp);   /* [T, Sp], columns Sv..Sp-1 0 */
     memset(g, 0, sizeof(float) * T * Sp);
     for (int t0 = 0; t0 < T; t0 += RB) {   /* dP = dout kᵀ (values = keys), visible blocks */
         const int t1 = t0 + RB < T ? t0 + RB : T;
-        small_gemm(t1 - t0, block_key_blocks(causal, t1, Sv), HS, 1.0f, doh + (size_t)t0 * C, C, kT, Sp,
-                   g + (size_t)t0 * Sp, Sp);
+        scores_block(&da, &ky, t0, t1, block_key_blocks(causal, t1, Sv), 1.0f, g, Sp);
     }
     softmax_backward_rows(g, Sp, p, S, klen, causal, T);
 
+    float *const mark = ws;   /* the distances, then each transposed product, take the same room in turn */
     double dsig = 0.0;
-    if (want_sigma) {
+    if (want_sigma) {   /* the distances of the forward pass, from the same operands */
         float *qn = rsum, *kn = csum;   /* rsum/csum are written only after this block */
-        head_norms(qn, q, (size_t)b * T, T, C, h, HS);
-        head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
-        sq_distances(tr, qh, kT, qn, kn, causal, T, Sv, C, HS); /* tr as [T, Sp] scratch */
+        const head_rows qa = scores_left(lowp, &ws, qh, C, T, HS);
+        head_rows_norms(qn, &qa);
+        head_rows_norms(kn, &ky);
+        float *dist = take(&ws, (size_t)T * Sp);
+        sq_distances(dist, &qa, &ky, qn, kn, causal, T, Sv);
         for (int t = 0; t < T; t++)
-            for (int j = 0; j < Sv; j++) dsig += (double)g[(size_t)t * Sp + j] * tr[(size_t)t * Sp + j];
+            for (int j = 0; j < Sv; j++) dsig += (double)g[(size_t)t * Sp + j] * dist[(size_t)t * Sp + j];
         dsig *= 2.0 * c;
+        ws = mark;
     }
     for (int t = 0; t < T; t++) {
         double s = 0.0;
@@ -601,10 +899,10 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
     }
 
     float *dqh = HEAD(dq, (size_t)b * T, C, h, HS);
+    const weighted gk = weights_by_rows(lowp, &ws, g, Sp, T, Sv, kh, C, HS);
     for (int t0 = 0; t0 < T; t0 += RB) {
         const int t1 = t0 + RB < T ? t0 + RB : T;
-        small_gemm(t1 - t0, HS, block_keys(causal, t1, Sv), 2.0f * c, g + (size_t)t0 * Sp, Sp, kh, C,
-                   dqh + (size_t)t0 * C, C);
+        weights_block(&gk, t0, t1, block_keys(causal, t1, Sv), 2.0f * c, dqh, C);
     }
     for (int t = 0; t < T; t++) {
         float *dqt = dqh + (size_t)t * C;
@@ -613,13 +911,13 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
 #pragma omp simd
         for (int d = 0; d < HS; d++) dqt[d] += a * qt[d];
     }
+    ws = mark;
 
     float *dkh = HEAD(dk, (size_t)b * S, C, h, HS);
-    transpose(tr, g, T, Sv, Sp);
+    const weighted gq = weightsT_by_rows(lowp, &ws, g, Sp, T, Sv, qh, C, HS);
     for (int j0 = 0; j0 < Sv; j0 += KB) {   /* over the queries that see the keys */
-        const int j1 = j0 + KB < Sv ? j0 + KB : Sv, t0 = first_query(causal, j0);
-        small_gemm(j1 - j0, HS, T - t0, 2.0f * c, tr + (size_t)j0 * T + t0, T, qh + (size_t)t0 * C, C,
-                   dkh + (size_t)j0 * C, C);
+        const int j1 = j0 + KB < Sv ? j0 + KB : Sv;
+        weightsT_block(&gq, j0, j1, first_query(causal, j0), 2.0f * c, dkh, C);
     }
     for (int j = 0; j < Sv; j++) {
         float *dkj = dkh + (size_t)j * C;
@@ -628,11 +926,11 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
 #pragma omp simd
         for (int d = 0; d < HS; d++) dkj[d] += a * kj[d];
     }
-    transpose(tr, p, T, Sv, S);
+    ws = mark;
+    const weighted pd = weightsT_by_rows(lowp, &ws, p, S, T, Sv, doh, C, HS);
     for (int j0 = 0; j0 < Sv; j0 += KB) {
-        const int j1 = j0 + KB < Sv ? j0 + KB : Sv, t0 = first_query(causal, j0);
-        small_gemm(j1 - j0, HS, T - t0, 1.0f, tr + (size_t)j0 * T + t0, T, doh + (size_t)t0 * C, C,
-                   dkh + (size_t)j0 * C, C);
+        const int j1 = j0 + KB < Sv ? j0 + KB : Sv;
+        weightsT_block(&pd, j0, j1, first_query(causal, j0), 1.0f, dkh, C);
     }
     return dsig;
 }
@@ -646,10 +944,9 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
  * parallel: each task writes its partial to its own slot and the slots are
  * added in task order afterwards, so the result does not depend on thread
  * count or schedule (an atomic add would). */
-void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dout,
-                       const float *probs, const float *q, const float *k,
-                       const float *log_sigma, const int32_t *klen, int causal,
-                       int B, int T, int S, int C, int NH) {
+static void projattn_backward_impl(float *dq, float *dk, float *dlog_sigma, const float *dout, const float *probs,
+                                   const float *q, const float *k, const float *log_sigma, const int32_t *klen,
+                                   int causal, int B, int T, int S, int C, int NH, int lowp) {
     const int ntask = B * NH;
     const int want_sigma = dlog_sigma != NULL;
     scratch_check(T, S, C / NH);
@@ -662,7 +959,7 @@ void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dou
             const int b = (base + i) / NH, h = (base + i) % NH;
             part[i] = projattn_backward_head(dq, dk, dout, probs, q, k,
                                              inv_two_sigma2(log_sigma, h), klen[b], causal,
-                                             want_sigma, b, h, T, S, C, NH);
+                                             want_sigma, b, h, T, S, C, NH, lowp);
         }
         for (int i = 0; i < n; i++) sig[(base + i) % NH] += part[i];
     }
@@ -670,6 +967,19 @@ void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dou
     if (want_sigma)
         for (int h = 0; h < NH; h++)
             if (log_sigma[h] >= PMT_LOG_SIGMA_MIN && log_sigma[h] <= PMT_LOG_SIGMA_MAX) dlog_sigma[h] += (float)sig[h];
+}
+
+void projattn_backward(float *dq, float *dk, float *dlog_sigma, const float *dout,
+                       const float *probs, const float *q, const float *k,
+                       const float *log_sigma, const int32_t *klen, int causal,
+                       int B, int T, int S, int C, int NH) {
+    projattn_backward_impl(dq, dk, dlog_sigma, dout, probs, q, k, log_sigma, klen, causal, B, T, S, C, NH, 0);
+}
+
+void projattn_backward_bf16(float *dq, float *dk, float *dlog_sigma, const float *dout, const float *probs,
+                            const float *q, const float *k, const float *log_sigma, const int32_t *klen, int causal,
+                            int B, int T, int S, int C, int NH) {
+    projattn_backward_impl(dq, dk, dlog_sigma, dout, probs, q, k, log_sigma, klen, causal, B, T, S, C, NH, 1);
 }
 
 /* ---- decoder self-attention over a cache addressed by a row table ----
