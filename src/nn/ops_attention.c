@@ -12,6 +12,14 @@
  * dot-product loops were several times slower: their horizontal reductions
  * and store-to-load chains on the output row dominated.
  *
+ * bf16 (the _bf16 kernels, bf16 training steps): the same tasks and row
+ * blocks, the products as avx512_bf16 dot products over operands rounded
+ * once per task where they are laid out (operands section below). Not
+ * oneDNN batched matmuls: at these sizes (T, S ≈ 10–30) oneDNN 2.6 runs
+ * strided batched bf16 products in gemm:jit at 50–165 GFLOP/s, and
+ * forward's two took 0.32–0.66 of this file's whole fp32 forward on Zen 4
+ * (tests/bench_attention_products.c, docs/speed.md) before any softmax.
+ *
  * Masks: key j of sentence b is visible to query t iff j < klen[b] and
  * (!causal || j <= t). The visible keys therefore always form a PREFIX
  * 0..nvis-1 of the row. Masked logits are -INFINITY by definition; since
@@ -168,12 +176,25 @@ static void masked_softmax_backward_row(float *dp, const float *p, int nvis) {
 /* Output columns per register block: one 512-bit vector of floats. */
 #define GW 16
 
-/* C[M, N] += alpha · A[M, K] · B[K, N], all row-major with leading dimensions.
- * Four rows of C are accumulated at once in four independent vector
- * accumulators (hiding FMA latency and sharing each load of B); a column
- * tail narrower than GW runs a plain loop. A and B never alias C. */
+/* c[0..n) += alpha · acc, or with set c = 0 + alpha · acc: the bits of the
+ * accumulation into a zeroed c (−0 becomes +0), without zeroing c first. */
+static inline void store_row(float *c, const float *acc, int n, float alpha, int set) {
+    if (set) {
+#pragma omp simd
+        for (int j = 0; j < n; j++) c[j] = 0.0f + alpha * acc[j];
+    } else {
+#pragma omp simd
+        for (int j = 0; j < n; j++) c[j] += alpha * acc[j];
+    }
+}
+
+/* C[M, N] += alpha · A[M, K] · B[K, N] (set: C = alpha · A · B, as into a
+ * zeroed C), all row-major with leading dimensions. Four rows of C are
+ * accumulated at once in four independent vector accumulators (hiding FMA
+ * latency and sharing each load of B); a column tail narrower than GW runs
+ * a plain loop. A and B never alias C. */
 static void small_gemm(int M, int N, int K, float alpha, const float *A, int lda,
-                       const float *B, int ldb, float *C, int ldc) {
+                       const float *B, int ldb, float *C, int ldc, int set) {
     int n0 = 0;
     for (; n0 + GW <= N; n0 += GW) {
         int i = 0;
@@ -192,13 +213,10 @@ static void small_gemm(int M, int N, int K, float alpha, const float *A, int lda
                 }
             }
             float *c = C + (size_t)i * ldc + n0;
-#pragma omp simd
-            for (int j = 0; j < GW; j++) {
-                c[j] += alpha * c0[j];
-                c[ldc + j] += alpha * c1[j];
-                c[2 * ldc + j] += alpha * c2[j];
-                c[3 * ldc + j] += alpha * c3[j];
-            }
+            store_row(c, c0, GW, alpha, set);
+            store_row(c + ldc, c1, GW, alpha, set);
+            store_row(c + 2 * ldc, c2, GW, alpha, set);
+            store_row(c + 3 * ldc, c3, GW, alpha, set);
         }
         for (; i < M; i++) {
             float c0[GW] = {0};
@@ -208,9 +226,7 @@ static void small_gemm(int M, int N, int K, float alpha, const float *A, int lda
 #pragma omp simd
                 for (int j = 0; j < GW; j++) c0[j] += x0 * b[j];
             }
-            float *c = C + (size_t)i * ldc + n0;
-#pragma omp simd
-            for (int j = 0; j < GW; j++) c[j] += alpha * c0[j];
+            store_row(C + (size_t)i * ldc + n0, c0, GW, alpha, set);
         }
     }
     if (n0 == N) return;
@@ -222,8 +238,7 @@ static void small_gemm(int M, int N, int K, float alpha, const float *A, int lda
             const float x0 = A[(size_t)i * lda + k];
             for (int j = 0; j < nw; j++) c0[j] += x0 * b[j];
         }
-        float *c = C + (size_t)i * ldc + n0;
-        for (int j = 0; j < nw; j++) c[j] += alpha * c0[j];
+        store_row(C + (size_t)i * ldc + n0, c0, nw, alpha, set);
     }
 }
 
@@ -237,7 +252,8 @@ static void transpose(float *dst, const float *src, int rows, int cols, int ld) 
  * columns rows..ldd-1 zero: the keys (values) as a score product's B
  * operand with whole register blocks of columns (PAD_COLS). */
 static void transpose_padded(float *dst, int ldd, const float *src, int rows, int cols, int ld) {
-    for (int c = 0; c < cols; c++) memset(dst + (size_t)c * ldd + rows, 0, sizeof(float) * (size_t)(ldd - rows));
+    for (int c = 0; c < cols; c++)   /* a loop, not a memset call per column: the padding is a few floats */
+        for (int r = rows; r < ldd; r++) dst[(size_t)c * ldd + r] = 0.0f;
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) dst[(size_t)c * ldd + r] = src[(size_t)r * ld + c];
 }
@@ -332,7 +348,10 @@ BF16_TARGET static void bf16_round_rows(uint32_t *dst, int ldd, const float *src
     for (int r = 0; r < rows; r++) {
         uint16_t *d = (uint16_t *)(dst + (size_t)r * ldd);
         const float *s = src + (size_t)r * ld;
-        for (int c = 0; c < 2 * ldd; c += 16) {
+        int c = 0;
+        for (; c + 16 <= cols && c + 16 <= 2 * ldd; c += 16)   /* whole vectors: masked stores are slow on Zen 4 */
+            _mm256_storeu_si256((__m256i *)(d + c), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(s + c)));
+        for (; c < 2 * ldd; c += 16) {
             const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes(cols - c), s + c));
             _mm256_mask_storeu_epi16(d + c, lanes(2 * ldd - c), (__m256i)v);
         }
@@ -352,7 +371,9 @@ BF16_TARGET static void bf16_pair_rows(uint32_t *dst, int ldd, const float *src,
             const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r0 + c)));
             const __m512i hi = second ? _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r1 + c)))
                                       : _mm512_setzero_si512();
-            _mm512_mask_storeu_epi32(dst + (size_t)p * ldd + c, m, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+            const __m512i pair = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+            if (c + 16 <= cols) _mm512_storeu_si512(dst + (size_t)p * ldd + c, pair);
+            else _mm512_mask_storeu_epi32(dst + (size_t)p * ldd + c, m, pair);
         }
     }
 }
@@ -367,40 +388,49 @@ static void pairs_transpose(uint32_t *dst, int ldd, const uint32_t *src, int lds
     }
 }
 
-/* C[M, N] += alpha · A · B over KP pairs: A [M, KP] pairs (leading dimension
- * lda), B [KP, N] pairs (ldb), C fp32 (ldc); a column tail narrower than 16
- * is masked. Four rows at a time, as small_gemm, sharing each load of B. */
+/* C[M, N] += alpha · A · B (set: C = alpha · A · B) over KP pairs: A [M, KP]
+ * pairs (leading dimension lda), B [KP, N] pairs (ldb), C fp32 (ldc); a
+ * column tail narrower than 16 is masked. Four rows at a time, as small_gemm, sharing each load of B. */
 BF16_TARGET static void small_gemm_bf16(int M, int N, int KP, float alpha, const uint32_t *A, int lda,
-                                        const uint32_t *B, int ldb, float *C, int ldc) {
-    const __m512 al = _mm512_set1_ps(alpha);
+                                        const uint32_t *B, int ldb, float *C, int ldc, int set) {
+    const __m512 al = _mm512_set1_ps(alpha), zero = _mm512_setzero_ps();
     for (int n0 = 0; n0 < N; n0 += 16) {
         const __mmask16 m = lanes(N - n0);
+        const int full = N - n0 >= 16;   /* whole vectors unmasked: masked stores are slow on Zen 4 */
+#define LOAD_B(p) ((__m512bh)(full ? _mm512_loadu_si512(B + (size_t)(p) * ldb + n0) \
+                                   : _mm512_maskz_loadu_epi32(m, B + (size_t)(p) * ldb + n0)))
+#define STORE_C(c, acc)                                                                                   \
+    do {                                                                                                  \
+        const __m512 old_ = set ? zero : full ? _mm512_loadu_ps(c) : _mm512_maskz_loadu_ps(m, c);           \
+        if (full) _mm512_storeu_ps(c, _mm512_fmadd_ps(al, acc, old_));                                    \
+        else _mm512_mask_storeu_ps(c, m, _mm512_fmadd_ps(al, acc, old_));                                 \
+    } while (0)
         int i = 0;
         for (; i + 4 <= M; i += 4) {
             __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
             const uint32_t *a = A + (size_t)i * lda;
             for (int p = 0; p < KP; p++) {
-                const __m512bh b = (__m512bh)_mm512_maskz_loadu_epi32(m, B + (size_t)p * ldb + n0);
+                const __m512bh b = LOAD_B(p);
                 c0 = _mm512_dpbf16_ps(c0, (__m512bh)_mm512_set1_epi32((int)a[p]), b);
                 c1 = _mm512_dpbf16_ps(c1, (__m512bh)_mm512_set1_epi32((int)a[lda + p]), b);
                 c2 = _mm512_dpbf16_ps(c2, (__m512bh)_mm512_set1_epi32((int)a[2 * lda + p]), b);
                 c3 = _mm512_dpbf16_ps(c3, (__m512bh)_mm512_set1_epi32((int)a[3 * lda + p]), b);
             }
             float *c = C + (size_t)i * ldc + n0;
-            _mm512_mask_storeu_ps(c, m, _mm512_fmadd_ps(al, c0, _mm512_maskz_loadu_ps(m, c)));
-            _mm512_mask_storeu_ps(c + ldc, m, _mm512_fmadd_ps(al, c1, _mm512_maskz_loadu_ps(m, c + ldc)));
-            _mm512_mask_storeu_ps(c + 2 * ldc, m, _mm512_fmadd_ps(al, c2, _mm512_maskz_loadu_ps(m, c + 2 * ldc)));
-            _mm512_mask_storeu_ps(c + 3 * ldc, m, _mm512_fmadd_ps(al, c3, _mm512_maskz_loadu_ps(m, c + 3 * ldc)));
+            STORE_C(c, c0);
+            STORE_C(c + ldc, c1);
+            STORE_C(c + 2 * ldc, c2);
+            STORE_C(c + 3 * ldc, c3);
         }
         for (; i < M; i++) {
             __m512 c0 = _mm512_setzero_ps();
             const uint32_t *a = A + (size_t)i * lda;
-            for (int p = 0; p < KP; p++)
-                c0 = _mm512_dpbf16_ps(c0, (__m512bh)_mm512_set1_epi32((int)a[p]),
-                                      (__m512bh)_mm512_maskz_loadu_epi32(m, B + (size_t)p * ldb + n0));
+            for (int p = 0; p < KP; p++) c0 = _mm512_dpbf16_ps(c0, (__m512bh)_mm512_set1_epi32((int)a[p]), LOAD_B(p));
             float *c = C + (size_t)i * ldc + n0;
-            _mm512_mask_storeu_ps(c, m, _mm512_fmadd_ps(al, c0, _mm512_maskz_loadu_ps(m, c)));
+            STORE_C(c, c0);
         }
+#undef LOAD_B
+#undef STORE_C
     }
 }
 
@@ -408,18 +438,16 @@ BF16_TARGET static void small_gemm_bf16(int M, int N, int KP, float alpha, const
  * so that a distance |q|² + |k|² − 2 q·k of rounded operands is that of one
  * pair of vectors (0 on the self-attention diagonal up to fp32 rounding,
  * not up to bf16's). */
-static void bf16_norms(float *nrm, const uint32_t *x, int n, int kp) {
+BF16_TARGET static void bf16_norms(float *nrm, const uint32_t *x, int n, int kp) {
     for (int r = 0; r < n; r++) {
         const uint16_t *v = (const uint16_t *)(x + (size_t)r * kp);
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int i = 0; i < 2 * kp; i++) {
-            const uint32_t u = (uint32_t)v[i] << 16;   /* the bf16's fp32 value, inline */
-            float f;
-            memcpy(&f, &u, sizeof f);
-            s += f * f;
+        __m512 s = _mm512_setzero_ps();
+        for (int i = 0; i < 2 * kp; i += 16) {   /* bf16 → fp32 is a shift into the upper half */
+            const __m256i h = _mm256_maskz_loadu_epi16(lanes(2 * kp - i), v + i);
+            const __m512 f = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            s = _mm512_fmadd_ps(f, f, s);
         }
-        nrm[r] = s;
+        nrm[r] = _mm512_reduce_add_ps(s);
     }
 }
 
@@ -478,14 +506,15 @@ static void head_rows_norms(float *nrm, const head_rows *o) {
  * small_gemm keeps the constant arguments (α = 1) it is specialised for. */
 
 /* c[t, j] += alpha · a_t · y_j for rows t0..t1-1 and keys j < ncols. */
-static inline __attribute__((always_inline)) void scores_block(const head_rows *a, const head_rows *y, int t0, int t1, int ncols, float alpha, float *c,
-                         int ldc) {
+static inline __attribute__((always_inline)) void scores_block(const head_rows *a, const head_rows *y, int t0,
+                                                              int t1, int ncols, float alpha, float *c, int ldc,
+                                                              int set) {
     if (a->lowp)
         small_gemm_bf16(t1 - t0, ncols, pairs_of(a->HS), alpha, a->x16 + (size_t)t0 * pairs_of(a->HS),
-                        pairs_of(a->HS), y->xT16, y->Sp, c + (size_t)t0 * ldc, ldc);
+                        pairs_of(a->HS), y->xT16, y->Sp, c + (size_t)t0 * ldc, ldc, set);
     else
         small_gemm(t1 - t0, ncols, a->HS, alpha, a->x + (size_t)t0 * a->ld, a->ld, y->xT, y->Sp,
-                   c + (size_t)t0 * ldc, ldc);
+                   c + (size_t)t0 * ldc, ldc, set);
 }
 
 /* A weights block w [rows, cols] (leading dimension ldw) with the token rows
@@ -516,13 +545,14 @@ static weighted weights_by_rows(int lowp, float **ws, const float *w, int ldw, i
 }
 
 /* c[t, :] += alpha · Σ_{j < nk} w[t, j] y_j for rows t0..t1-1. */
-static inline __attribute__((always_inline)) void weights_block(const weighted *o, int t0, int t1, int nk, float alpha, float *c, int ldc) {
+static inline __attribute__((always_inline)) void weights_block(const weighted *o, int t0, int t1, int nk,
+                                                               float alpha, float *c, int ldc, int set) {
     if (o->lowp)
         small_gemm_bf16(t1 - t0, o->HS, pairs_of(nk), alpha, o->w16 + (size_t)t0 * o->ldw16, o->ldw16, o->y16,
-                        o->HS, c + (size_t)t0 * ldc, ldc);
+                        o->HS, c + (size_t)t0 * ldc, ldc, set);
     else
         small_gemm(t1 - t0, o->HS, nk, alpha, o->w + (size_t)t0 * o->ldw, o->ldw, o->y, o->ldy,
-                   c + (size_t)t0 * ldc, ldc);
+                   c + (size_t)t0 * ldc, ldc, set);
 }
 
 static weighted weightsT_by_rows(int lowp, float **ws, const float *w, int ldw, int rows, int cols, const float *x,
@@ -545,13 +575,14 @@ static weighted weightsT_by_rows(int lowp, float **ws, const float *w, int ldw, 
 
 /* c[j, :] += alpha · Σ_{t >= t0} w[t, j] x_t for keys j0..j1-1; t0 is even
  * (0, or a multiple of CAUSAL_ROWS), so bf16 pairs start at t0. */
-static inline __attribute__((always_inline)) void weightsT_block(const weighted *o, int j0, int j1, int t0, float alpha, float *c, int ldc) {
+static inline __attribute__((always_inline)) void weightsT_block(const weighted *o, int j0, int j1, int t0,
+                                                                float alpha, float *c, int ldc, int set) {
     if (o->lowp)
         small_gemm_bf16(j1 - j0, o->HS, o->ldw16 - t0 / 2, alpha, o->w16 + (size_t)j0 * o->ldw16 + t0 / 2, o->ldw16,
-                        o->y16 + (size_t)(t0 / 2) * o->HS, o->HS, c + (size_t)j0 * ldc, ldc);
+                        o->y16 + (size_t)(t0 / 2) * o->HS, o->HS, c + (size_t)j0 * ldc, ldc, set);
     else
         small_gemm(j1 - j0, o->HS, o->rows - t0, alpha, o->wT + (size_t)j0 * o->rows + t0, o->rows,
-                   o->y + (size_t)t0 * o->ldy, o->ldy, c + (size_t)j0 * ldc, ldc);
+                   o->y + (size_t)t0 * o->ldy, o->ldy, c + (size_t)j0 * ldc, ldc, set);
 }
 
 _Static_assert(CAUSAL_ROWS % 2 == 0, "bf16 pairs of queries start at a causal block's first key");
@@ -604,11 +635,10 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
                 const int Sp = PAD_COLS(Sv);
                 const head_rows qa = scores_left(lowp, &ws, qh, ldq, T, HS);
                 const head_rows ky = scores_right(lowp, &ws, kh, ldkv, Sv, HS, Sp);
-                float *sc = take(&ws, (size_t)T * Sp);
-                memset(sc, 0, sizeof(float) * T * Sp);
+                float *sc = take(&ws, (size_t)T * Sp);   /* only each row's visible prefix is written and read */
                 for (int t0 = 0; t0 < T; t0 += RB) {
                     const int t1 = t0 + RB < T ? t0 + RB : T;
-                    scores_block(&qa, &ky, t0, t1, block_key_blocks(causal, t1, Sv), scale, sc, Sp);
+                    scores_block(&qa, &ky, t0, t1, block_key_blocks(causal, t1, Sv), scale, sc, Sp, 1);
                 }
                 for (int t = 0; t < T; t++) {
                     const int nvis = visible_keys(klen[b], causal, t, S);
@@ -617,11 +647,10 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
                     masked_softmax_row(row, nvis, S);
                 }
             }
-            zero_head_rows(out, (size_t)b * T, T, C, h, HS);
             const weighted pv = weights_by_rows(lowp, &ws, p, S, T, Sv, HEAD(v, (size_t)b * S, ldkv, h, HS), ldkv, HS);
             for (int t0 = 0; t0 < T; t0 += RB) {
                 const int t1 = t0 + RB < T ? t0 + RB : T;
-                weights_block(&pv, t0, t1, block_keys(causal, t1, Sv), 1.0f, oh, C);
+                weights_block(&pv, t0, t1, block_keys(causal, t1, Sv), 1.0f, oh, C, 1);   /* sets every row */
             }
         }
     }
@@ -659,13 +688,12 @@ static void attention_backward_impl(float *dq, float *dk, float *dv, const float
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            if (set) {   /* this task's slices only, just before it accumulates into them (they stay in cache) */
-                zero_head_rows(dq, (size_t)b * T, T, ldq, h, HS);
-                zero_head_rows(dk, (size_t)b * S, S, ldkv, h, HS);
-                zero_head_rows(dv, (size_t)b * S, S, ldkv, h, HS);
-            }
             /* g is [T, Sv] here: keys beyond the prefix get no gradient. */
             const int Sv = key_prefix(klen[b], S), Sp = PAD_COLS(Sv);
+            if (set) {   /* the products below set every row of dq and the prefix's rows of dk, dv: zero the rest */
+                zero_head_rows(dk, (size_t)b * S + Sv, S - Sv, ldkv, h, HS);
+                zero_head_rows(dv, (size_t)b * S + Sv, S - Sv, ldkv, h, HS);
+            }
             const float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, ldq, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, ldkv, h, HS);
@@ -676,30 +704,29 @@ static void attention_backward_impl(float *dq, float *dk, float *dv, const float
             float *ws = scratch_slice();
             const head_rows da = scores_left(lowp, &ws, doh, C, T, HS);
             const head_rows vy = scores_right(lowp, &ws, HEAD(v, (size_t)b * S, ldkv, h, HS), ldkv, Sv, HS, Sp);
-            float *g = take(&ws, (size_t)T * Sp);   /* [T, Sp] */
-            memset(g, 0, sizeof(float) * T * Sp);
+            float *g = take(&ws, (size_t)T * Sp);   /* [T, Sp]: the blocks, then the softmax backward's zeros */
             for (int t0 = 0; t0 < T; t0 += RB) {   /* dP = dout vᵀ, visible blocks */
                 const int t1 = t0 + RB < T ? t0 + RB : T;
-                scores_block(&da, &vy, t0, t1, block_key_blocks(causal, t1, Sv), 1.0f, g, Sp);
+                scores_block(&da, &vy, t0, t1, block_key_blocks(causal, t1, Sv), 1.0f, g, Sp, 1);
             }
             softmax_backward_rows(g, Sp, p, S, klen[b], causal, T);
             const weighted gk = weights_by_rows(lowp, &ws, g, Sp, T, Sv, kh, ldkv, HS);
             for (int t0 = 0; t0 < T; t0 += RB) {   /* dq += scale g k */
                 const int t1 = t0 + RB < T ? t0 + RB : T;
-                weights_block(&gk, t0, t1, block_keys(causal, t1, Sv), scale, dqh, ldq);
+                weights_block(&gk, t0, t1, block_keys(causal, t1, Sv), scale, dqh, ldq, set);
             }
             float *const mark = ws;   /* the two transposed products take the same room in turn */
             const int KB = block_rows(causal, Sv);
             const weighted gq = weightsT_by_rows(lowp, &ws, g, Sp, T, Sv, qh, ldq, HS);
             for (int j0 = 0; j0 < Sv; j0 += KB) {   /* dk += scale gᵀ q over the queries that see the keys */
                 const int j1 = j0 + KB < Sv ? j0 + KB : Sv;
-                weightsT_block(&gq, j0, j1, first_query(causal, j0), scale, dkh, ldkv);
+                weightsT_block(&gq, j0, j1, first_query(causal, j0), scale, dkh, ldkv, set);
             }
             ws = mark;
             const weighted pd = weightsT_by_rows(lowp, &ws, p, S, T, Sv, doh, C, HS);
             for (int j0 = 0; j0 < Sv; j0 += KB) {   /* dv += Pᵀ dout */
                 const int j1 = j0 + KB < Sv ? j0 + KB : Sv;
-                weightsT_block(&pd, j0, j1, first_query(causal, j0), 1.0f, dvh, ldkv);
+                weightsT_block(&pd, j0, j1, first_query(causal, j0), 1.0f, dvh, ldkv, set);
             }
         }
     }
@@ -761,7 +788,7 @@ static void sq_distances(float *d, const head_rows *qa, const head_rows *ky, con
     for (int t0 = 0; t0 < T; t0 += RB) {
         const int t1 = t0 + RB < T ? t0 + RB : T, nk = block_key_blocks(causal, t1, Sv);
         const int nn = nk < Sv ? nk : Sv;
-        scores_block(qa, ky, t0, t1, nk, -2.0f, d, Sp);
+        scores_block(qa, ky, t0, t1, nk, -2.0f, d, Sp, 1);
         for (int t = t0; t < t1; t++)
 #pragma omp simd
             for (int j = 0; j < nn; j++) d[(size_t)t * Sp + j] += qn[t] + kn[j];
@@ -812,12 +839,12 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
                 }
             }
             softmax_rows(p, klen[b], causal, T, S);
-            zero_head_rows(out, (size_t)b * T, T, C, h, HS);
             const int RB = block_rows(causal, T);
             const weighted pk = weights_by_rows(lowp, &ws, p, S, T, Sv, kh, C, HS);
             for (int t0 = 0; t0 < T; t0 += RB) {
                 const int t1 = t0 + RB < T ? t0 + RB : T;
-                weights_block(&pk, t0, t1, block_keys(causal, t1, Sv), 1.0f, HEAD(out, (size_t)b * T, C, h, HS), C);
+                weights_block(&pk, t0, t1, block_keys(causal, t1, Sv), 1.0f, HEAD(out, (size_t)b * T, C, h, HS), C,
+                              1);   /* sets every row */
             }
         }
     }
@@ -865,11 +892,10 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
     float *rsum = take(&ws, (size_t)T), *csum = take(&ws, (size_t)Sv);
     const head_rows da = scores_left(lowp, &ws, doh, C, T, HS);
     const head_rows ky = scores_right(lowp, &ws, kh, C, Sv, HS, Sp);
-    float *g = take(&ws, (size_t)T * Sp);   /* [T, Sp], columns Sv..Sp-1 0 */
-    memset(g, 0, sizeof(float) * T * Sp);
+    float *g = take(&ws, (size_t)T * Sp);   /* [T, Sp]: the blocks, then the softmax backward's zeros */
     for (int t0 = 0; t0 < T; t0 += RB) {   /* dP = dout kᵀ (values = keys), visible blocks */
         const int t1 = t0 + RB < T ? t0 + RB : T;
-        scores_block(&da, &ky, t0, t1, block_key_blocks(causal, t1, Sv), 1.0f, g, Sp);
+        scores_block(&da, &ky, t0, t1, block_key_blocks(causal, t1, Sv), 1.0f, g, Sp, 1);
     }
     softmax_backward_rows(g, Sp, p, S, klen, causal, T);
 
@@ -902,7 +928,7 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
     const weighted gk = weights_by_rows(lowp, &ws, g, Sp, T, Sv, kh, C, HS);
     for (int t0 = 0; t0 < T; t0 += RB) {
         const int t1 = t0 + RB < T ? t0 + RB : T;
-        weights_block(&gk, t0, t1, block_keys(causal, t1, Sv), 2.0f * c, dqh, C);
+        weights_block(&gk, t0, t1, block_keys(causal, t1, Sv), 2.0f * c, dqh, C, 0);
     }
     for (int t = 0; t < T; t++) {
         float *dqt = dqh + (size_t)t * C;
@@ -917,7 +943,7 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
     const weighted gq = weightsT_by_rows(lowp, &ws, g, Sp, T, Sv, qh, C, HS);
     for (int j0 = 0; j0 < Sv; j0 += KB) {   /* over the queries that see the keys */
         const int j1 = j0 + KB < Sv ? j0 + KB : Sv;
-        weightsT_block(&gq, j0, j1, first_query(causal, j0), 2.0f * c, dkh, C);
+        weightsT_block(&gq, j0, j1, first_query(causal, j0), 2.0f * c, dkh, C, 0);
     }
     for (int j = 0; j < Sv; j++) {
         float *dkj = dkh + (size_t)j * C;
@@ -930,7 +956,7 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
     const weighted pd = weightsT_by_rows(lowp, &ws, p, S, T, Sv, doh, C, HS);
     for (int j0 = 0; j0 < Sv; j0 += KB) {
         const int j1 = j0 + KB < Sv ? j0 + KB : Sv;
-        weightsT_block(&pd, j0, j1, first_query(causal, j0), 1.0f, dkh, C);
+        weightsT_block(&pd, j0, j1, first_query(causal, j0), 1.0f, dkh, C, 0);
     }
     return dsig;
 }
