@@ -55,6 +55,10 @@ static void check_close(const char *name, const char *what, const float *a, cons
     CHECK_MSG(scale > 0 && d <= scale / 64, "%s: %s differs by %.3g (max |ref| %.3g)", name, what, d, scale);
 }
 
+static void free_each(float **ptrs, size_t n) {
+    for (size_t i = 0; i < n; i++) free(ptrs[i]);
+}
+
 /* Every element of rows [r0, r1) of x [rows, ld], columns [c0, c0 + n), exactly 0. */
 static int rows_zero(const float *x, int ld, int r0, int r1, int c0, int n) {
     for (int r = r0; r < r1; r++)
@@ -112,22 +116,9 @@ static void check_standard(const char *name, int B, int T, int S, int C, int NH,
                   "%s: keys beyond sentence %d's length have a gradient", name, b);
         if (kl == 0) CHECK_MSG(rows_zero(dq, ldq, b * T, (b + 1) * T, 0, C), "%s: empty sentence %d has dq", name, b);
     }
-    free(qbuf);
-    free(qbuf_r);
-    if (!self) {
-        free(kvbuf);
-        free(kvbuf_r);
-        free(dkv);
-        free(dkv_ref);
-    }
-    free(out);
-    free(out_ref);
-    free(p);
-    free(p_ref);
-    free(dout);
-    free(dout_r);
-    free(dq);
-    free(dq_ref);
+    float *owned[] = {qbuf, qbuf_r, out, out_ref, p, p_ref, dout, dout_r, dq, dq_ref,
+                      self ? NULL : kvbuf, self ? NULL : kvbuf_r, self ? NULL : dkv, self ? NULL : dkv_ref};
+    free_each(owned, sizeof owned / sizeof owned[0]);
 }
 
 /* Projection attention, self (S == 0: q = k, dq = dk) or cross. */
@@ -164,22 +155,9 @@ static void check_projection(const char *name, int B, int T, int S, int C, int N
             CHECK_MSG(rows_zero(dk, C, b * Tk + kl, (b + 1) * Tk, 0, C),
                       "%s: keys beyond sentence %d's length have a gradient", name, b);
     }
-    free(q);
-    free(q_r);
-    if (!self) {
-        free(k);
-        free(k_r);
-        free(dk);
-        free(dk_ref);
-    }
-    free(out);
-    free(out_ref);
-    free(p);
-    free(p_ref);
-    free(dout);
-    free(dout_r);
-    free(dq);
-    free(dq_ref);
+    float *owned[] = {q, q_r, out, out_ref, p, p_ref, dout, dout_r, dq, dq_ref,
+                      self ? NULL : k, self ? NULL : k_r, self ? NULL : dk, self ? NULL : dk_ref};
+    free_each(owned, sizeof owned / sizeof owned[0]);
 }
 
 int main(void) {
