@@ -142,7 +142,8 @@ static void check_projection(const char *name, int B, int T, int S, int C, int N
     float *dout = tu_alloc(nq);
     tu_fill(dout, nq, -1, 1);
     float *dout_r = rounded(dout, nq);
-    float *dq = tu_alloc(nq), *dk = self ? dq : tu_alloc(nk), *dq_ref = tu_alloc(nq), *dk_ref = self ? dq_ref : tu_alloc(nk);
+    float *dq = tu_alloc(nq), *dk = self ? dq : tu_alloc(nk);
+    float *dq_ref = tu_alloc(nq), *dk_ref = self ? dq_ref : tu_alloc(nk);
     float dsig[8] = {0}, dsig_ref[8] = {0};
     projattn_backward_bf16(dq, dk, dsig, dout, p_ref, q, k, log_sigma, klen, causal, B, T, Tk, C, NH);
     projattn_backward(dq_ref, dk_ref, dsig_ref, dout_r, p_ref, q_r, k_r, log_sigma, klen, causal, B, T, Tk, C, NH);

@@ -158,15 +158,16 @@ for f in "$engine" "glibc-hwcaps/x86-64-v3/$engine" "glibc-hwcaps/x86-64-v4/$eng
 done
 # What each file's code uses: projmt's own code in the program, the library
 # and the base engine is SSE-only; the only wider vector instructions of the
-# base are gemm.c's bf16 converters (*_native), compiled with a target
-# attribute and called only on a CPU with avx512_bf16.
+# base are gemm.c's bf16 converters and ops_attention.c's bf16 products
+# (*_native), compiled with a target attribute and called only on a CPU
+# with avx512_bf16.
 vector_functions() {
   objdump -d --no-show-raw-insn "$1" | awk -v reg="$2" '/^[0-9a-f]+ <.*>:$/ {fn = $2} $0 ~ reg {print fn}' | sort -u
 }
 check "the portable program uses no AVX registers" test -z "$(vector_functions "$pbin" '%[yz]mm')"
 check "the portable libprojmt.so uses no AVX registers" test -z "$(vector_functions "$plib/libprojmt.so.0" '%[yz]mm')"
 others=$(vector_functions "$plib/projmt/$engine" '%[yz]mm' | grep -v '_native')
-check "the x86-64-v2 engine uses AVX registers only in the bf16 converters (others: $(head -n 4 <<< "$others" | tr '\n' ' '))" \
+check "the x86-64-v2 engine uses AVX registers only in the bf16 converters and products (others: $(head -n 4 <<< "$others" | tr '\n' ' '))" \
     test -z "$others"
 check "the x86-64-v3 engine has AVX code" test -n "$(vector_functions "$plib/projmt/glibc-hwcaps/x86-64-v3/$engine" '%ymm')"
 check "the x86-64-v4 engine has AVX-512 code beyond the converters" \

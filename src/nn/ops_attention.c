@@ -334,17 +334,22 @@ static void softmax_backward_rows(float *g, int Sv, const float *p, int S, int32
  * which every row of the block masks: its weight is an exact zero. */
 
 /* bf16 elements rounded from fp32 as uint16_t; a pair as one uint32_t
- * (low half the first term), as vdpbf16ps reads them. */
+ * (low half the first term), as vdpbf16ps reads them. The functions
+ * compiled for avx512_bf16 are named *_native, as gemm.c's converters: a
+ * portable build checks that no other code of its base engine uses AVX
+ * registers (tests/test_install.sh). */
 #define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 static inline int pairs_of(int n) { return (n + 1) / 2; }
 
 /* Masks of the first n (0..16) lanes. */
-static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n > 0 ? n : 0)) - 1u); }
+static inline __mmask16 lanes(int n) {
+    return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n > 0 ? n : 0)) - 1u);
+}
 
 /* dst [rows, ldd] pairs = bf16 of src [rows, cols] (leading dimension ld):
  * each row's cols values, then zeros up to 2·ldd. */
-BF16_TARGET static void bf16_round_rows(uint32_t *dst, int ldd, const float *src, int rows, int cols, int ld) {
+BF16_TARGET static void bf16_round_rows_native(uint32_t *dst, int ldd, const float *src, int rows, int cols, int ld) {
     for (int r = 0; r < rows; r++) {
         uint16_t *d = (uint16_t *)(dst + (size_t)r * ldd);
         const float *s = src + (size_t)r * ld;
@@ -362,15 +367,16 @@ BF16_TARGET static void bf16_round_rows(uint32_t *dst, int ldd, const float *src
  * (leading dimension ld), elementwise: the right operand of a product that
  * reduces over src's rows. A missing last row is zeros; columns cols..ldd-1
  * are not written. */
-BF16_TARGET static void bf16_pair_rows(uint32_t *dst, int ldd, const float *src, int rows, int cols, int ld) {
+BF16_TARGET static void bf16_pair_rows_native(uint32_t *dst, int ldd, const float *src, int rows, int cols, int ld) {
     for (int p = 0; 2 * p < rows; p++) {
         const float *r0 = src + (size_t)(2 * p) * ld, *r1 = r0 + ld;
         const int second = 2 * p + 1 < rows;
         for (int c = 0; c < cols; c += 16) {
             const __mmask16 m = lanes(cols - c);
             const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r0 + c)));
-            const __m512i hi = second ? _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r1 + c)))
-                                      : _mm512_setzero_si512();
+            const __m512i hi =
+                second ? _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, r1 + c)))
+                       : _mm512_setzero_si512();
             const __m512i pair = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
             if (c + 16 <= cols) _mm512_storeu_si512(dst + (size_t)p * ldd + c, pair);
             else _mm512_mask_storeu_epi32(dst + (size_t)p * ldd + c, m, pair);
@@ -391,8 +397,8 @@ static void pairs_transpose(uint32_t *dst, int ldd, const uint32_t *src, int lds
 /* C[M, N] += alpha · A · B (set: C = alpha · A · B) over KP pairs: A [M, KP]
  * pairs (leading dimension lda), B [KP, N] pairs (ldb), C fp32 (ldc); a
  * column tail narrower than 16 is masked. Four rows at a time, as small_gemm, sharing each load of B. */
-BF16_TARGET static void small_gemm_bf16(int M, int N, int KP, float alpha, const uint32_t *A, int lda,
-                                        const uint32_t *B, int ldb, float *C, int ldc, int set) {
+BF16_TARGET static void small_gemm_bf16_native(int M, int N, int KP, float alpha, const uint32_t *A, int lda,
+                                               const uint32_t *B, int ldb, float *C, int ldc, int set) {
     const __m512 al = _mm512_set1_ps(alpha), zero = _mm512_setzero_ps();
     for (int n0 = 0; n0 < N; n0 += 16) {
         const __mmask16 m = lanes(N - n0);
@@ -438,7 +444,7 @@ BF16_TARGET static void small_gemm_bf16(int M, int N, int KP, float alpha, const
  * so that a distance |q|² + |k|² − 2 q·k of rounded operands is that of one
  * pair of vectors (0 on the self-attention diagonal up to fp32 rounding,
  * not up to bf16's). */
-BF16_TARGET static void bf16_norms(float *nrm, const uint32_t *x, int n, int kp) {
+BF16_TARGET static void bf16_norms_native(float *nrm, const uint32_t *x, int n, int kp) {
     for (int r = 0; r < n; r++) {
         const uint16_t *v = (const uint16_t *)(x + (size_t)r * kp);
         __m512 s = _mm512_setzero_ps();
@@ -475,7 +481,7 @@ static head_rows scores_left(int lowp, float **ws, const float *x, int ld, int r
     head_rows o = {.lowp = lowp, .HS = HS, .x = x, .ld = ld, .rows = rows};
     if (lowp) {
         o.x16 = (uint32_t *)take(ws, (size_t)rows * pairs_of(HS));
-        bf16_round_rows(o.x16, pairs_of(HS), x, rows, HS, ld);
+        bf16_round_rows_native(o.x16, pairs_of(HS), x, rows, HS, ld);
     }
     return o;
 }
@@ -496,7 +502,7 @@ static head_rows scores_right(int lowp, float **ws, const float *y, int ld, int 
 /* Squared norms of the operand's rows (of its rounded values in bf16). */
 static void head_rows_norms(float *nrm, const head_rows *o) {
     if (o->lowp) {
-        bf16_norms(nrm, o->x16, o->rows, pairs_of(o->HS));
+        bf16_norms_native(nrm, o->x16, o->rows, pairs_of(o->HS));
         return;
     }
     for (int r = 0; r < o->rows; r++) nrm[r] = ops_dot(o->x + (size_t)r * o->ld, o->x + (size_t)r * o->ld, o->HS);
@@ -510,8 +516,8 @@ static inline __attribute__((always_inline)) void scores_block(const head_rows *
                                                               int t1, int ncols, float alpha, float *c, int ldc,
                                                               int set) {
     if (a->lowp)
-        small_gemm_bf16(t1 - t0, ncols, pairs_of(a->HS), alpha, a->x16 + (size_t)t0 * pairs_of(a->HS),
-                        pairs_of(a->HS), y->xT16, y->Sp, c + (size_t)t0 * ldc, ldc, set);
+        small_gemm_bf16_native(t1 - t0, ncols, pairs_of(a->HS), alpha, a->x16 + (size_t)t0 * pairs_of(a->HS),
+                               pairs_of(a->HS), y->xT16, y->Sp, c + (size_t)t0 * ldc, ldc, set);
     else
         small_gemm(t1 - t0, ncols, a->HS, alpha, a->x + (size_t)t0 * a->ld, a->ld, y->xT, y->Sp,
                    c + (size_t)t0 * ldc, ldc, set);
@@ -537,9 +543,9 @@ static weighted weights_by_rows(int lowp, float **ws, const float *w, int ldw, i
     if (lowp) {
         o.ldw16 = pairs_of(cols);
         o.w16 = (uint32_t *)take(ws, (size_t)rows * o.ldw16);
-        bf16_round_rows(o.w16, o.ldw16, w, rows, cols, ldw);
+        bf16_round_rows_native(o.w16, o.ldw16, w, rows, cols, ldw);
         o.y16 = (uint32_t *)take(ws, (size_t)o.ldw16 * HS);
-        bf16_pair_rows(o.y16, HS, y, cols, HS, ldy);
+        bf16_pair_rows_native(o.y16, HS, y, cols, HS, ldy);
     }
     return o;
 }
@@ -548,8 +554,8 @@ static weighted weights_by_rows(int lowp, float **ws, const float *w, int ldw, i
 static inline __attribute__((always_inline)) void weights_block(const weighted *o, int t0, int t1, int nk,
                                                                float alpha, float *c, int ldc, int set) {
     if (o->lowp)
-        small_gemm_bf16(t1 - t0, o->HS, pairs_of(nk), alpha, o->w16 + (size_t)t0 * o->ldw16, o->ldw16, o->y16,
-                        o->HS, c + (size_t)t0 * ldc, ldc, set);
+        small_gemm_bf16_native(t1 - t0, o->HS, pairs_of(nk), alpha, o->w16 + (size_t)t0 * o->ldw16, o->ldw16,
+                               o->y16, o->HS, c + (size_t)t0 * ldc, ldc, set);
     else
         small_gemm(t1 - t0, o->HS, nk, alpha, o->w + (size_t)t0 * o->ldw, o->ldw, o->y, o->ldy,
                    c + (size_t)t0 * ldc, ldc, set);
@@ -561,11 +567,11 @@ static weighted weightsT_by_rows(int lowp, float **ws, const float *w, int ldw, 
     if (lowp) {
         o.ldw16 = pairs_of(rows);
         uint32_t *pairs = (uint32_t *)take(ws, (size_t)o.ldw16 * cols);   /* [ldw16, cols] */
-        bf16_pair_rows(pairs, cols, w, rows, cols, ldw);
+        bf16_pair_rows_native(pairs, cols, w, rows, cols, ldw);
         o.w16 = (uint32_t *)take(ws, (size_t)cols * o.ldw16);
         pairs_transpose(o.w16, o.ldw16, pairs, cols, o.ldw16, cols);
         o.y16 = (uint32_t *)take(ws, (size_t)o.ldw16 * HS);
-        bf16_pair_rows(o.y16, HS, x, rows, HS, ldx);
+        bf16_pair_rows_native(o.y16, HS, x, rows, HS, ldx);
     } else {
         o.wT = take(ws, (size_t)cols * rows);
         transpose(o.wT, w, rows, cols, ldw);
@@ -578,8 +584,8 @@ static weighted weightsT_by_rows(int lowp, float **ws, const float *w, int ldw, 
 static inline __attribute__((always_inline)) void weightsT_block(const weighted *o, int j0, int j1, int t0,
                                                                 float alpha, float *c, int ldc, int set) {
     if (o->lowp)
-        small_gemm_bf16(j1 - j0, o->HS, o->ldw16 - t0 / 2, alpha, o->w16 + (size_t)j0 * o->ldw16 + t0 / 2, o->ldw16,
-                        o->y16 + (size_t)(t0 / 2) * o->HS, o->HS, c + (size_t)j0 * ldc, ldc, set);
+        small_gemm_bf16_native(j1 - j0, o->HS, o->ldw16 - t0 / 2, alpha, o->w16 + (size_t)j0 * o->ldw16 + t0 / 2,
+                               o->ldw16, o->y16 + (size_t)(t0 / 2) * o->HS, o->HS, c + (size_t)j0 * ldc, ldc, set);
     else
         small_gemm(j1 - j0, o->HS, o->rows - t0, alpha, o->wT + (size_t)j0 * o->rows + t0, o->rows,
                    o->y + (size_t)t0 * o->ldy, o->ldy, c + (size_t)j0 * ldc, ldc, set);
