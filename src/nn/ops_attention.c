@@ -499,13 +499,15 @@ static head_rows scores_right(int lowp, float **ws, const float *y, int ld, int 
     return o;
 }
 
+/* Squared norms of n head slices xh [n, HS] (leading dimension ld). */
+static void head_norms(float *nrm, const float *xh, int n, int ld, int HS) {
+    for (int r = 0; r < n; r++) nrm[r] = ops_dot(xh + (size_t)r * ld, xh + (size_t)r * ld, HS);
+}
+
 /* Squared norms of the operand's rows (of its rounded values in bf16). */
 static void head_rows_norms(float *nrm, const head_rows *o) {
-    if (o->lowp) {
-        bf16_norms_native(nrm, o->x16, o->rows, pairs_of(o->HS));
-        return;
-    }
-    for (int r = 0; r < o->rows; r++) nrm[r] = ops_dot(o->x + (size_t)r * o->ld, o->x + (size_t)r * o->ld, o->HS);
+    if (o->lowp) bf16_norms_native(nrm, o->x16, o->rows, pairs_of(o->HS));
+    else head_norms(nrm, o->x, o->rows, o->ld, o->HS);
 }
 
 /* The three products' blocks are inlined into the kernels, so that
@@ -772,14 +774,6 @@ static inline float inv_two_sigma2(const float *log_sigma, int h) {
     return (float)(0.5 * exp(-2.0 * clamp_log_sigma(log_sigma[h])));
 }
 
-/* Squared norms of the head-h slices of n rows of x starting at row r0. */
-static void head_norms(float *nrm, const float *x, size_t r0, int n, int C, int h, int HS) {
-    for (int r = 0; r < n; r++) {
-        const float *xr = HEAD(x, r0 + r, C, h, HS);
-        nrm[r] = ops_dot(xr, xr, HS);
-    }
-}
-
 /* Fills d [T, Sp] (Sp = PAD_COLS(Sv)) with the squared distances
  * |q_t|² + |k_j|² − 2 q_t·k_j of one (b, h) for the visible keys j < Sv,
  * the cross term a scores product of the operands qa, ky (ky's keys padded
@@ -818,8 +812,8 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
             const float *qh = HEAD(q, (size_t)b * T, C, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
             if (dots) {
-                head_norms(qn, q, (size_t)b * T, T, C, h, HS);
-                head_norms(kn, k, (size_t)b * S, Sv, C, h, HS);
+                head_norms(qn, qh, T, C, HS);
+                head_norms(kn, kh, Sv, C, HS);
                 memset(p, 0, sizeof(float) * T * S);
                 scores_by_dots(p, S, qh, C, kh, C, -2.0f, T, Sv, HS);
                 for (int t = 0; t < T; t++)
