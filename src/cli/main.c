@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "core/build_info.h"
 #include "core/cpu_check.h"
+#include "core/log.h"
 #include "nn/gemm.h"
 
 typedef struct {
@@ -41,6 +42,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "projmt: %s\n", cpu_err);
         return 1;
     }
+    pmt_log_set(pmt_log_to_stderr, NULL);   /* the library's warnings: the program's stderr */
     if (argc < 2) { usage(stderr); return 2; }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) { usage(stdout); return 0; }
     if (!strcmp(argv[1], "--version")) {

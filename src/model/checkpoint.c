@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "core/gzstream.h"
+#include "core/log.h"
 #include "model/model_file.h"
 #include "model/record.h"
 #include "nn/gemm.h"
@@ -262,8 +263,8 @@ static int read_checkpoint(source *s, pmt_checkpoint *ck) {
         if (fields[0]) note_ignored(ck, fields);
     }
     if (ck->ignored[0])
-        fprintf(stderr, "projmt: warning: checkpoint '%s' was written by a newer projmt; ignoring what this "
-                "build does not know: %s\n", r->path, ck->ignored);
+        pmt_log(PMT_LOG_WARNING, "checkpoint '%s' was written by a newer projmt; ignoring what this build does not "
+                "know: %s", r->path, ck->ignored);
     return 0;
 }
 
