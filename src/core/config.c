@@ -372,15 +372,13 @@ static void format_field(const pmt_config *cfg, const field *f, char *buf, size_
  * keys are unique, so the reader ignores them). */
 static size_t write_ini(const pmt_config *cfg, char *out, size_t cap) {
     size_t n = 0;
-    const char *section = "";
+    char section[32] = "";
     char value[PMT_PATH_MAX + 32];
     for (int i = 0; i < N_FIELDS; i++) {
         const char *group = fields[i].group;
         size_t glen = strcspn(group, ",");
         if (strncmp(section, group, glen) || section[glen] != '\0') {
-            static char sec[32];
-            snprintf(sec, sizeof sec, "%.*s", (int)glen, group);
-            section = sec;
+            snprintf(section, sizeof section, "%.*s", (int)glen, group);
             n += (size_t)snprintf(out ? out + n : NULL, out ? cap - n : 0, "%s[%s]\n", i ? "\n" : "", section);
         }
         format_field(cfg, &fields[i], value, sizeof value);

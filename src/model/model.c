@@ -519,6 +519,13 @@ static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, 
     m->act->arena_floats = ab.used;
     m->act->arena = aligned_alloc(64, ab.used * sizeof(float));
     if (!m->act->arena) goto oom;
+    m->arena_lock = malloc(sizeof *m->arena_lock);
+    if (!m->arena_lock) goto oom;
+    if (pthread_mutex_init(m->arena_lock, NULL) != 0) {
+        free(m->arena_lock);
+        m->arena_lock = NULL;
+        goto oom;
+    }
     arena_builder bind_arena = {.base = m->act->arena};
     carve_activations(&bind_arena, m->act, cfg, V, rows, probs, max_len, training);
     for (int h = 0; h < m->NH; h++) m->act->log_sigma_fixed[h] = pmt_model_fixed_log_sigma(cfg);
@@ -584,6 +591,8 @@ void pmt_model_free(pmt_model *m) {
     free(m->grads);
     free(m->pos);
     pmt_shortlist_free(m->shortlist);
+    if (m->arena_lock) pthread_mutex_destroy(m->arena_lock);
+    free(m->arena_lock);
     memset(m, 0, sizeof *m);
 }
 

@@ -17,6 +17,7 @@
 #ifndef PROJMT_MODEL_H
 #define PROJMT_MODEL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "core/config.h"
@@ -92,6 +93,9 @@ typedef struct pmt_model {
     float *pos;                  /* [max_len, C] sinusoidal table (not a parameter) */
 
     pmt_model_activations *act;  /* arena */
+    pthread_mutex_t *arena_lock; /* owned: taken by a decoder that encodes in this model's own arena
+                                  * (translate/decoder.h), so that decoders of one model without views
+                                  * encode in turn while other models' run at once */
     int decode_weights;          /* pmt_weight_type (model_file.h) the incremental decoder multiplies by:
                                   * the exported file's type for int8 (0 = fp32, the params) */
     struct pmt_shortlist *shortlist; /* owned: the vocabulary shortlist of the file it was loaded from

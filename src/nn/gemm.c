@@ -158,7 +158,7 @@ const char *pmt_cpu_isa_name(void) {
 }
 
 const char *pmt_onednn_version(void) {
-    static char text[32];
+    static _Thread_local char text[32];   /* the caller's own copy: no thread writes another's */
     const dnnl_version_t *v = dnnl_version();
     snprintf(text, sizeof text, "%d.%d.%d", v->major, v->minor, v->patch);
     return text;
@@ -494,7 +494,13 @@ static void matmul_run(int ta, int tb, int M, int N, int K, const uint16_t *A, i
 /* ------------------------------------------------------------------ */
 /* bf16                                                                */
 
-static int g_precision = PMT_PRECISION_FP32;
+/* The precision of the calling thread's products (pmt_gemm_set_precision):
+ * per thread, so a training pass switching to bf16 never changes what
+ * another thread's products (a translator's, say) run in. The products of
+ * a pass are called from the thread that set it. */
+static _Thread_local int g_precision = PMT_PRECISION_FP32;
+/* The bf16 operand workspace, process-wide and used under g_cache_lock
+ * (one training pass at a time converts into it). */
 static uint16_t *g_ws_a, *g_ws_b;     /* bf16 copies of the operands */
 static size_t g_ws_a_cap, g_ws_b_cap; /* elements */
 /* What g_ws_a holds: bf16(scale · src [rows, cols], leading dimension ld),
@@ -537,7 +543,9 @@ int pmt_gemm_set_precision(int precision) {
         precision = PMT_PRECISION_FP32;
     }
     g_precision = precision == PMT_PRECISION_BF16 ? PMT_PRECISION_BF16 : PMT_PRECISION_FP32;
+    pthread_mutex_lock(&g_cache_lock);
     g_ws_a_holds.src = NULL;
+    pthread_mutex_unlock(&g_cache_lock);
     return old;
 }
 

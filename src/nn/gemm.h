@@ -182,7 +182,8 @@ void pmt_bf16_convert(uint16_t *dst, const float *src, int rows, int cols, int l
  * a row they have just computed, inside their own parallel loop). */
 void pmt_bf16_convert_row(uint16_t *dst, const float *src, int cols, float scale);
 
-/* The calling thread's first product failure since it was last taken:
+/* The calling thread's first product or attention-kernel failure (ops.h)
+ * since it was last taken:
  * 0 when there was none, else -1 with its message in err (err may be NULL)
  * and the record cleared. */
 int pmt_gemm_take_error(char *err, size_t errlen);

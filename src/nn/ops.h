@@ -153,12 +153,17 @@ void dropout_regen_backward_set_lp(float *dinp, uint16_t *dinp16, const float *d
  * visible key gets all-zero weights (and zero output), never NaN. */
 
 /* ---- attention scratch ----
- * The attention kernels keep per-thread scratch (transposed operands, a
- * [T, S] gradient block per (b, h)) in one process-wide heap buffer, not on
- * the stack, whose size an OpenMP worker cannot grow. Reserve it once for
- * the largest query length T, key length S and head size HS to be used
- * (the model and the decoder do at init); a kernel called with a larger
- * shape or more threads grows it itself. 0, or -1 when out of memory. */
+ * The attention kernels keep per-task scratch (transposed operands, a
+ * [T, S] gradient block per (b, h)) in a heap buffer of each OS thread
+ * (thread-local, freed when the thread exits), not on the stack, whose size
+ * an OpenMP worker cannot grow, and never in one buffer of the process:
+ * kernels of independent translators run at once on different threads.
+ * Reserve it for the largest query length T, key length S and head size HS
+ * to be used, on every thread of the calling thread's team (the model and
+ * the decoder do at init); a thread that has less grows its own buffer in
+ * the task. A kernel whose scratch cannot grow leaves its outputs unwritten
+ * and records the error for pmt_gemm_take_error (nn/gemm.h), as a failed
+ * product does. 0, or -1 when out of memory. */
 int attention_scratch_reserve(int T, int S, int HS);
 
 /* ---- standard scaled dot-product attention (per head) ----

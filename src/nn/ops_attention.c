@@ -39,12 +39,12 @@
 #include "nn/ops_internal.h"
 
 #include "nn/gemm.h"
+#include "nn/gemm_internal.h"
 
-#include <assert.h>
 #include <immintrin.h>
 #include <math.h>
 #include <omp.h>
-#include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,14 +52,47 @@
  * Each (b, h) task needs transposed copies and a [T, S] gradient block:
  * HS·S + 2·T·S + 2·(T + S) floats, 8.6 MB at T = S = 1024. On the stack
  * that could overflow an OpenMP worker's stack (often 2–8 MB), so it lives
- * in one heap buffer, a slice per thread, reserved once for the largest
- * shapes by the model and the decoder (attention_scratch_reserve) and only
- * checked by the kernels. It is process-wide (released at exit) and only
- * grows; kernels and the reservation are called from serial code, as every
- * ops.h kernel. */
-static float *scratch_buf;
-static size_t scratch_per_thread;   /* floats per thread slice */
-static int scratch_threads;
+ * on the heap.
+ *
+ * Why one buffer per OS thread (thread-local) and not one per process:
+ * two translators used from two threads run two OpenMP teams at once, each
+ * with its own threads numbered 0, 1, ...; a process-wide buffer sliced by
+ * thread number gave both teams' thread 0 the same slice (wrong
+ * translations), and growing it for one freed it under the other. A thread
+ * runs one task at a time, whichever team or nesting level (a decoder lane
+ * is a thread of an outer team), so its own buffer is never shared.
+ *
+ * The model and the decoder reserve it at init (attention_scratch_reserve,
+ * on every thread of the caller's team), so the kernels only compare sizes;
+ * a thread that joins later, or a larger shape, grows its buffer in the
+ * task. Out of memory there is reported to the kernel's caller as a
+ * gemm-style error (pmt_gemm_take_error, nn/gemm.h), never an abort. A
+ * thread's buffer is freed when the thread exits (a pthread key's
+ * destructor). */
+static _Thread_local float *thread_buf;
+static _Thread_local size_t thread_buf_floats;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_key_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_key_make(void) { scratch_key_ok = pthread_key_create(&scratch_key, free) == 0; }
+
+/* This thread's scratch of at least `floats` floats, grown (contents not
+ * kept) when smaller. NULL when out of memory. */
+static float *thread_scratch(size_t floats) {
+    if (floats <= thread_buf_floats) return thread_buf;
+    pthread_once(&scratch_key_once, scratch_key_make);
+    float *buf = scratch_key_ok ? malloc(floats * sizeof(float)) : NULL;
+    if (!buf) return NULL;
+    if (pthread_setspecific(scratch_key, buf) != 0) {   /* the destructor must own it before it is used */
+        free(buf);
+        return NULL;
+    }
+    free(thread_buf);
+    thread_buf = buf;
+    thread_buf_floats = floats;
+    return buf;
+}
 
 /* Key columns as the score products see them: S rounded up to whole register
  * blocks (GW = 16 floats, defined below), so that their output columns never
@@ -80,46 +113,20 @@ static size_t scratch_need(int T, int S, int HS) {
 
 int attention_scratch_reserve(int T, int S, int HS) {
     const size_t need = scratch_need(T, S, HS);
-    const int threads = omp_get_max_threads();
-    if (need <= scratch_per_thread && threads <= scratch_threads) return 0;
-    const size_t per = need > scratch_per_thread ? need : scratch_per_thread;
-    const int nt = threads > scratch_threads ? threads : scratch_threads;
-    float *buf = malloc(per * (size_t)nt * sizeof(float));
-    if (!buf) return -1;
-    free(scratch_buf);
-    scratch_buf = buf;
-    scratch_per_thread = per;
-    scratch_threads = nt;
-    return 0;
+    int failed = 0;
+#pragma omp parallel reduction(| : failed)
+    failed |= thread_scratch(need) == NULL;
+    return failed ? -1 : 0;
 }
 
-/* Called before each parallel region. The model and the decoder reserve
- * for their max_len at init, so in training and decoding this is one
- * compare; a direct caller of the kernels (tests, tools) that did not
- * reserve gets the buffer grown here, once per larger shape or thread
- * count. Out of memory there is fatal (the kernels return nothing). */
-static void scratch_check(int T, int S, int HS) {
-    if (scratch_need(T, S, HS) <= scratch_per_thread && omp_get_max_threads() <= scratch_threads) return;
-    if (attention_scratch_reserve(T, S, HS) == 0) return;
-    fprintf(stderr, "projmt: out of memory for the attention scratch (T=%d S=%d HS=%d, %d threads)\n", T, S, HS,
-            omp_get_max_threads());
-    abort();
-}
-
-/* This thread's slice of the scratch buffer, by its number in the one
- * active parallel region: a kernel called inside an outer region (the
- * decoder's lanes, beam_search.c) runs in an inner team of one thread, whose
- * number is 0 on every lane, so the number is taken at the innermost level
- * whose team has several threads. */
-static inline float *scratch_slice(void) {
-    assert(omp_get_active_level() <= 1);
-    int thread = 0;
-    for (int level = omp_get_level(); level > 0; level--)
-        if (omp_get_team_size(level) > 1) {
-            thread = omp_get_ancestor_thread_num(level);
-            break;
-        }
-    return scratch_buf + (size_t)thread * scratch_per_thread;
+/* A kernel's tasks that found no scratch (failed: set by any thread of the
+ * region) leave their outputs unwritten; the kernel then records the error
+ * for its caller on the calling thread, where the decoder and the trainer
+ * collect it. */
+static void scratch_report(int failed, int T, int S, int HS) {
+    if (failed)
+        pmt_gemm_record_error("out of memory for the attention scratch (%zu bytes a thread for T=%d S=%d HS=%d)",
+                              scratch_need(T, S, HS) * sizeof(float), T, S, HS);
 }
 
 /* Rows shorter than this take softmax_short_row. */
@@ -622,17 +629,22 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
                                    const float *v, int ldq, int ldkv, const int32_t *klen, int causal,
                                    int B, int T, int S, int C, int NH, float scale, int dots, int lowp) {
     const int HS = C / NH;
-    scratch_check(T, S, HS);
-#pragma omp parallel for collapse(2) schedule(static)
+    const size_t need = scratch_need(T, S, HS);
+    int failed = 0;
+#pragma omp parallel for collapse(2) schedule(static) reduction(| : failed)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
+            float *ws = thread_scratch(need);
+            if (!ws) {
+                failed = 1;
+                continue;
+            }
             const int Sv = key_prefix(klen[b], S);
             float *p = probs + ((size_t)b * NH + h) * T * S;
             const float *qh = HEAD(q, (size_t)b * T, ldq, h, HS);
             const float *kh = HEAD(k, (size_t)b * S, ldkv, h, HS);
             float *oh = HEAD(out, (size_t)b * T, C, h, HS);
             const int RB = block_rows(causal, T);
-            float *ws = scratch_slice();
             if (dots) {
                 memset(p, 0, sizeof(float) * T * S);
                 scores_by_dots(p, S, qh, ldq, kh, ldkv, scale, T, Sv, HS);
@@ -662,6 +674,7 @@ static void attention_forward_impl(float *out, float *probs, const float *q, con
             }
         }
     }
+    scratch_report(failed, T, S, HS);
 }
 
 /* out [B*T, C], probs [B, NH, T, S], q [B*T, ldq], k, v [B*S, ldkv], klen [B]. */
@@ -692,10 +705,16 @@ static void attention_backward_impl(float *dq, float *dk, float *dv, const float
                                     const int32_t *klen, int causal, int B, int T, int S, int C, int NH, float scale,
                                     int set, int lowp) {
     const int HS = C / NH;
-    scratch_check(T, S, HS);
-#pragma omp parallel for collapse(2) schedule(static)
+    const size_t need = scratch_need(T, S, HS);
+    int failed = 0;
+#pragma omp parallel for collapse(2) schedule(static) reduction(| : failed)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
+            float *ws = thread_scratch(need);
+            if (!ws) {
+                failed = 1;
+                continue;
+            }
             /* g is [T, Sv] here: keys beyond the prefix get no gradient. */
             const int Sv = key_prefix(klen[b], S), Sp = PAD_COLS(Sv);
             if (set) {   /* the products below set every row of dq and the prefix's rows of dk, dv: zero the rest */
@@ -709,7 +728,6 @@ static void attention_backward_impl(float *dq, float *dk, float *dv, const float
             float *dqh = HEAD(dq, (size_t)b * T, ldq, h, HS);
             float *dkh = HEAD(dk, (size_t)b * S, ldkv, h, HS), *dvh = HEAD(dv, (size_t)b * S, ldkv, h, HS);
             const int RB = block_rows(causal, T);
-            float *ws = scratch_slice();
             const head_rows da = scores_left(lowp, &ws, doh, C, T, HS);
             const head_rows vy = scores_right(lowp, &ws, HEAD(v, (size_t)b * S, ldkv, h, HS), ldkv, Sv, HS, Sp);
             float *g = take(&ws, (size_t)T * Sp);   /* [T, Sp]: the blocks, then the softmax backward's zeros */
@@ -738,6 +756,7 @@ static void attention_backward_impl(float *dq, float *dk, float *dv, const float
             }
         }
     }
+    scratch_report(failed, T, S, HS);
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dout,
@@ -799,13 +818,18 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
                                   const float *log_sigma, const int32_t *klen, int causal,
                                   int B, int T, int S, int C, int NH, int dots, int lowp) {
     const int HS = C / NH;
-    scratch_check(T, S, HS);
-#pragma omp parallel for collapse(2) schedule(static)
+    const size_t need = scratch_need(T, S, HS);
+    int failed = 0;
+#pragma omp parallel for collapse(2) schedule(static) reduction(| : failed)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
+            float *ws = thread_scratch(need);
+            if (!ws) {
+                failed = 1;
+                continue;
+            }
             /* Only the visible key prefix: its norms, distances, weights. */
             const int Sv = key_prefix(klen[b], S), Sp = PAD_COLS(Sv);
-            float *ws = scratch_slice();
             float *qn = take(&ws, (size_t)T), *kn = take(&ws, (size_t)Sv);
             const float c = inv_two_sigma2(log_sigma, h);
             float *p = probs + ((size_t)b * NH + h) * T * S;
@@ -848,6 +872,7 @@ static void projattn_forward_impl(float *out, float *probs, const float *q, cons
             }
         }
     }
+    scratch_report(failed, T, S, HS);
 }
 
 /* out [B*T, C], probs [B, NH, T, S], q [B*T, C], k [B*S, C] (may be q),
@@ -876,7 +901,7 @@ void projattn_forward_few_queries(float *out, float *probs, const float *q, cons
  *   dlog_sigma += Σ_tj g_tj · (−2 logit_tj) = Σ_tj g_tj · 2c·dist_tj
  * (masked entries have g = 0, so they drop out of the sum).
  * The updates of dq and dk run one after the other, so dq == dk works. */
-static double projattn_backward_head(float *dq, float *dk, const float *dout,
+static double projattn_backward_head(float *ws, float *dq, float *dk, const float *dout,
                                      const float *probs, const float *q, const float *k,
                                      float c, int32_t klen, int causal, int want_sigma,
                                      int b, int h, int T, int S, int C, int NH, int lowp) {
@@ -888,7 +913,6 @@ static double projattn_backward_head(float *dq, float *dk, const float *dout,
     const float *kh = HEAD(k, (size_t)b * S, C, h, HS);
     const float *doh = HEAD(dout, (size_t)b * T, C, h, HS);
     const int RB = block_rows(causal, T), KB = block_rows(causal, Sv);
-    float *ws = scratch_slice();
     float *rsum = take(&ws, (size_t)T), *csum = take(&ws, (size_t)Sv);
     const head_rows da = scores_left(lowp, &ws, doh, C, T, HS);
     const head_rows ky = scores_right(lowp, &ws, kh, C, Sv, HS, Sp);
@@ -975,20 +999,28 @@ static void projattn_backward_impl(float *dq, float *dk, float *dlog_sigma, cons
                                    int causal, int B, int T, int S, int C, int NH, int lowp) {
     const int ntask = B * NH;
     const int want_sigma = dlog_sigma != NULL;
-    scratch_check(T, S, C / NH);
+    const size_t need = scratch_need(T, S, C / NH);
+    int failed = 0;
     double part[PROJ_TASKS_PER_ROUND], sig[NH > 0 ? NH : 1];
     for (int h = 0; h < NH; h++) sig[h] = 0.0;
     for (int base = 0; base < ntask; base += PROJ_TASKS_PER_ROUND) {
         const int n = ntask - base < PROJ_TASKS_PER_ROUND ? ntask - base : PROJ_TASKS_PER_ROUND;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) reduction(| : failed)
         for (int i = 0; i < n; i++) {
             const int b = (base + i) / NH, h = (base + i) % NH;
-            part[i] = projattn_backward_head(dq, dk, dout, probs, q, k,
+            float *ws = thread_scratch(need);
+            part[i] = 0.0;
+            if (!ws) {
+                failed = 1;
+                continue;
+            }
+            part[i] = projattn_backward_head(ws, dq, dk, dout, probs, q, k,
                                              inv_two_sigma2(log_sigma, h), klen[b], causal,
                                              want_sigma, b, h, T, S, C, NH, lowp);
         }
         for (int i = 0; i < n; i++) sig[(base + i) % NH] += part[i];
     }
+    scratch_report(failed, T, S, C / NH);
     /* Outside the clamp the forward is flat in log σ: no gradient. */
     if (want_sigma)
         for (int h = 0; h < NH; h++)

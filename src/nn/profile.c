@@ -3,8 +3,11 @@
 
 #include "core/clock.h"
 
-static int enabled;
-static double seconds[PMT_PHASES], flops;
+/* The calling thread's profile: `projmt bench` times the products and
+ * kernels its own thread calls (they run from serial code), and a
+ * translator on another thread neither adds to it nor races on it. */
+static _Thread_local int enabled;
+static _Thread_local double seconds[PMT_PHASES], flops;
 
 void pmt_profile_enable(int on) { enabled = on; }
 

@@ -9,8 +9,10 @@
  * step (bias, ReLU, dropout, residual, embedding, zeroing) is the
  * element-wise remainder. The products also count their FLOPs, so that the
  * benchmark can say how near its peak the GEMM phase ran. Timed regions
- * never nest. Not thread-safe: begin/end are called from serial code,
- * between parallel regions.
+ * never nest. Per thread: the profile is the calling thread's own
+ * (begin/end are called from serial code, between parallel regions, on the
+ * thread that runs the step), so enabling it on one thread changes nothing
+ * on another.
  */
 #ifndef PROJMT_PROFILE_H
 #define PROJMT_PROFILE_H

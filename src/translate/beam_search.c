@@ -536,8 +536,9 @@ static int decode_sub_batch(pmt_search *s, const pmt_decode_options *opt, const 
         return -1;
     }
     const int threads = omp_get_max_threads() < n_lanes ? omp_get_max_threads() : n_lanes;
-    /* The attention kernels' per-thread scratch must cover this many threads
-     * before the region (one compare when the model reserved it already). */
+    /* The attention kernels' scratch of each thread of this team, the lanes'
+     * threads, for the model's longest sentences (one compare per thread
+     * when it is there already), so that no lane grows it mid-search. */
     if (attention_scratch_reserve(s->m->max_len, s->m->max_len, s->m->HS) != 0) {
         snprintf(err, errlen, "search: out of memory for the attention scratch");
         return -1;

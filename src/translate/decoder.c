@@ -16,6 +16,7 @@
 #include "translate/decoder.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -494,9 +495,11 @@ int pmt_decoder_start(pmt_decoder *d, const int32_t *src, const int32_t *src_len
         pmt_model_encode(d->encoder, src, src_len, n_sent, S, lowp, d->enc_out);
     } else {
         /* The model's arena serves one encoder pass at a time: decoders of
-         * one model started concurrently without views encode in turn. */
-#pragma omp critical(pmt_decoder_encode)
+         * one model started concurrently without views encode in turn (a
+         * lock of this model's, so other translators' models never wait). */
+        pthread_mutex_lock(m->arena_lock);
         pmt_model_encode(m, src, src_len, n_sent, S, lowp, d->enc_out);
+        pthread_mutex_unlock(m->arena_lock);
     }
     cross_keys_values(d);
     char why[256];
