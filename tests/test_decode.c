@@ -291,7 +291,7 @@ static void test_search_random(const int kinds[PMT_SITES]) {
     int32_t src[NSENT][16];
     const int32_t *ptrs[NSENT];
     make_sources(src, ptrs, 3);
-    pmt_decode_options opt = {1, 1, 1.0, 1.0, 4, PMT_COMPUTE_AUTO, 0};
+    pmt_decode_options opt = {1, 1, 1.0, 1.0, 4, PMT_COMPUTE_AUTO, 0, NULL, NULL};
     pmt_search s;
     CHECK(pmt_search_init(&s, &m, NSENT, 4, err, sizeof err) == 0);
 
@@ -311,7 +311,7 @@ static void test_search_random(const int kinds[PMT_SITES]) {
     }
 
     /* beam 4, n-best 3: sorted, consistent scores, batch == one by one */
-    opt = (pmt_decode_options){4, 3, 0.7, 1.5, 3, PMT_COMPUTE_AUTO, 0};
+    opt = (pmt_decode_options){4, 3, 0.7, 1.5, 3, PMT_COMPUTE_AUTO, 0, NULL, NULL};
     pmt_nbest batch[NSENT];
     const long steps_before = s.stats.steps;
     CHECK(pmt_search_run(&s, &opt, ptrs, sent_lens, NSENT, batch, err, sizeof err) == 0);
@@ -408,7 +408,7 @@ static void test_search_lanes(void) {
     CHECK_MSG(pmt_search_init(&one, &m, 1, 4, err, sizeof err) == 0, "%s", err);
     static const int sizes[] = {2, 3, 9, 17, 33, 64, 129, LANE_SENT};
     for (int beam = 1; beam <= 4; beam += 3) {
-        const pmt_decode_options opt = {beam, beam, 0.6, 1.5, 3, PMT_COMPUTE_AUTO, 0};
+        const pmt_decode_options opt = {beam, beam, 0.6, 1.5, 3, PMT_COMPUTE_AUTO, 0, NULL, NULL};
         static pmt_nbest alone[LANE_SENT], batch[LANE_SENT];
         static int32_t alone_ids[LANE_SENT][4][32];
         static pmt_hypothesis alone_hyp[LANE_SENT][4];
@@ -490,7 +490,7 @@ static void test_overfit(const int kinds[PMT_SITES], const char *label) {
     pmt_search s;
     CHECK(pmt_search_init(&s, &m, NTRAIN, 4, err, sizeof err) == 0);
     for (int beam = 1; beam <= 4; beam += 3) {
-        pmt_decode_options opt = {beam, beam, 1.0, 1.0, 2, PMT_COMPUTE_AUTO, 0};
+        pmt_decode_options opt = {beam, beam, 1.0, 1.0, 2, PMT_COMPUTE_AUTO, 0, NULL, NULL};
         pmt_nbest out[NTRAIN];
         CHECK(pmt_search_run(&s, &opt, ptrs, raw_len, NTRAIN, out, err, sizeof err) == 0);
         int found = 0;

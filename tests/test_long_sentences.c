@@ -64,7 +64,7 @@ static void test_kind(int kind) {
     const int32_t *src[2] = {c.src_ids + c.src_off[0], c.src_ids + c.src_off[1]};
     int len[2] = {(int)(c.src_off[1] - c.src_off[0]), (int)(c.src_off[2] - c.src_off[1])};
     for (int beam = 1; beam <= 2; beam++) {
-        pmt_decode_options o = {beam, 1, 1.0, 1.0, 5, PMT_COMPUTE_AUTO, 0};
+        pmt_decode_options o = {beam, 1, 1.0, 1.0, 5, PMT_COMPUTE_AUTO, 0, NULL, NULL};
         pmt_nbest out[2];
         rc = pmt_search_run(&s, &o, src, len, 2, out, err, sizeof err);
         CHECK_MSG(rc == 0, "%s beam %d: %s", name, beam, err);

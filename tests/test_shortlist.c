@@ -360,7 +360,7 @@ static void test_search(void) {
     const int32_t src0[] = {5, 6, 7}, src1[] = {9, 10, 11, 12};
     const int32_t *src[2] = {src0, src1};
     const int len[2] = {3, 4};
-    pmt_decode_options opt = {3, 2, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 2};
+    pmt_decode_options opt = {3, 2, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 2, NULL, NULL};
     pmt_search s;
     CHECK_MSG(pmt_search_init(&s, &m, 4, 3, err, sizeof err) == 0, "%s", err);
     pmt_nbest out[2];

@@ -107,7 +107,7 @@ static int collect(void *user, size_t i, const char *best, char *err, size_t err
 
 static void test_translate(const char *path) {
     char err[512];
-    pmt_decode_options opt = {2, 2, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 0};
+    pmt_decode_options opt = {2, 2, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 0, NULL, NULL};
     pmt_translator t;
     CHECK_MSG(pmt_translator_load(&t, path, &opt, 6, err, sizeof err) == 0, "%s", err);
     if (!t.spm) return;
@@ -162,10 +162,10 @@ static void test_translate(const char *path) {
     CHECK(stop.seen == 6 && strstr(err, "stopped at 6") != NULL);
 
     /* growing the beam re-sizes the search; bad n-best is refused */
-    pmt_decode_options wide = {5, 3, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 0};
+    pmt_decode_options wide = {5, 3, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 0, NULL, NULL};
     CHECK(pmt_translator_set_options(&t, &wide, err, sizeof err) == 0);
     CHECK(pmt_translator_translate(&t, lines, 5, res, err, sizeof err) == 0 && res[0].n == 3 && res[1].n == 0);
-    pmt_decode_options bad = {2, 3, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 0};
+    pmt_decode_options bad = {2, 3, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 0, NULL, NULL};
     CHECK(pmt_translator_set_options(&t, &bad, err, sizeof err) == -1 && strstr(err, "n-best"));
     CHECK(pmt_translator_translate(&t, lines, 7, res, err, sizeof err) == -1 && strstr(err, "batch size"));
     fclose(warn);
@@ -176,7 +176,7 @@ static void test_translate(const char *path) {
  * hypothesis, concatenated, into out. */
 static void translate_to(const char *path, const char *const *lines, int n, char *out, size_t cap) {
     char err[512];
-    pmt_decode_options opt = {3, 2, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 0};
+    pmt_decode_options opt = {3, 2, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 0, NULL, NULL};
     pmt_translator t;
     out[0] = '\0';
     CHECK_MSG(pmt_translator_load(&t, path, &opt, n, err, sizeof err) == 0, "%s: %s", path, err);
@@ -215,7 +215,7 @@ static void test_exported(const char *ckpt, const char *dir) {
 
 static void test_load_errors(const char *dir) {
     char err[512], path[4096 + 32];
-    pmt_decode_options opt = {1, 1, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 0};
+    pmt_decode_options opt = {1, 1, 1.0, 1.5, 3, PMT_COMPUTE_AUTO, 0, NULL, NULL};
     pmt_translator t;
     snprintf(path, sizeof path, "%s/missing.ckpt", dir);
     CHECK(pmt_translator_load(&t, path, &opt, 1, err, sizeof err) == -1 && strstr(err, "missing.ckpt"));

@@ -633,8 +633,8 @@ void pmt_model_output_probs(const pmt_model *m, float *out) {
     const size_t V = (size_t)m->V;
     const int N = A->B * A->T;
     if (A->logits_hold_grad) {
-        fprintf(stderr, "projmt: internal error: output probabilities requested after a training forward pass\n");
-        abort();
+        pmt_gemm_record_error("internal error: output probabilities requested after a training forward pass");
+        return;
     }
     for (int i = 0, c = 0; i < N; i++) {
         float *row = out + (size_t)i * V;
@@ -875,17 +875,20 @@ static void decoder_forward(pmt_model *m, const pmt_batch *b) {
     norm_forward(A->dec_out, NULL, A->dec_mean, A->dec_rstd, x, m->dec_ln_w, m->dec_ln_b, b->B * b->T, m->C);
 }
 
-static void check_batch_fits(const pmt_model *m, int B, int S, int T) {
+/* 0, or -1 with the error recorded for pmt_gemm_take_error (nn/gemm.h),
+ * where every caller of a pass collects a failed product's. */
+static int check_batch_fits(const pmt_model *m, int B, int S, int T) {
     if ((long)B * S > m->max_rows || (long)B * T > m->max_rows || S > m->max_len || T > m->max_len) {
-        fprintf(stderr, "projmt: internal error: batch B=%d S=%d T=%d exceeds the model arena (rows %d, len %d)\n",
-                B, S, T, m->max_rows, m->max_len);
-        abort();
+        pmt_gemm_record_error("internal error: batch B=%d S=%d T=%d exceeds the model arena (rows %d, len %d)", B, S,
+                              T, m->max_rows, m->max_len);
+        return -1;
     }
+    return 0;
 }
 
 void pmt_model_encode(pmt_model *m, const int32_t *src, const int32_t *src_len, int B, int S,
                       const pmt_linear_hook *hook, float *enc_out) {
-    check_batch_fits(m, B, S, 1);
+    if (check_batch_fits(m, B, S, 1) != 0) return;
     m->act->train = 0;
     m->act->linear_hook = hook;
     encoder_forward(m, src, src_len, B, S);
@@ -899,10 +902,10 @@ static double forward(pmt_model *m, const pmt_batch *b, int train, uint64_t drop
                       pmt_stats *stats) {
     pmt_model_activations *A = m->act;
     if (!m->grads && train) {
-        fprintf(stderr, "projmt: internal error: training forward pass on an inference-only model\n");
-        abort();
+        pmt_gemm_record_error("internal error: training forward pass on an inference-only model");
+        return NAN;
     }
-    check_batch_fits(m, b->B, b->S, b->T);
+    if (check_batch_fits(m, b->B, b->S, b->T) != 0) return NAN;
     A->B = b->B;
     A->S = b->S;
     A->T = b->T;
@@ -1120,8 +1123,8 @@ static void embed_backward(pmt_model *m, const float *d_stream, const int32_t *i
 static void backward(pmt_model *m, const pmt_batch *b, double loss_denominator) {
     pmt_model_activations *A = m->act;
     if (!m->grads) {
-        fprintf(stderr, "projmt: internal error: backward pass on an inference-only model\n");
-        abort();
+        pmt_gemm_record_error("internal error: backward pass on an inference-only model");
+        return;
     }
     const int C = m->C, Nt = b->B * b->T, Ns = b->B * b->S;
     const int Nc = A->logit_rows;

@@ -110,7 +110,10 @@ int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int
 /* As pmt_model_init for translation and inspection: parameters and the
  * forward activations, but no gradients (m->grads is NULL) and none of the
  * backward scratch. pmt_model_encode and pmt_model_forward with train = 0
- * work; a training forward pass or pmt_model_backward aborts. */
+ * work; a training forward pass (NaN loss) or pmt_model_backward (nothing
+ * done) records an error for pmt_gemm_take_error (nn/gemm.h), as a batch
+ * larger than the arena does in any pass, and as every failed product and
+ * kernel does: callers check once after a pass. */
 int pmt_model_init_inference(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
                              char *err, size_t errlen);
 /* An inference view of m: m's weights (borrowed: m must outlive the view;

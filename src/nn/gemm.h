@@ -187,6 +187,11 @@ void pmt_bf16_convert_row(uint16_t *dst, const float *src, int cols, float scale
  * 0 when there was none, else -1 with its message in err (err may be NULL)
  * and the record cleared. */
 int pmt_gemm_take_error(char *err, size_t errlen);
+/* Records a failure as the calling thread's error (the first one sticks
+ * until pmt_gemm_take_error takes it): a product's, an attention kernel's
+ * (nn/ops.h) or a model pass's (model/model.h), so that the one check a
+ * caller makes after a pass or a decoder step sees them all. */
+void pmt_gemm_record_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ------------------------------------------------------------------ */
 /* This CPU, as oneDNN sees it (nn/gemm.c)                             */

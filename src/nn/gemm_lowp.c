@@ -224,9 +224,20 @@ static int stream_key_ok;
 static void destroy_stream(void *stream) { dnnl_stream_destroy(stream); }
 static void make_stream_key(void) { stream_key_ok = pthread_key_create(&stream_key, destroy_stream) == 0; }
 
-static int ensure_engine(void) {
+static pthread_once_t cpu_engine_once = PTHREAD_ONCE_INIT;
+static int cpu_engine_ok;
+
+/* cpu_engine is written once (every thread asked for it at once, and
+ * rewriting it from each was a data race even with the same value), then
+ * only read. */
+static void take_engine(void) {
     dnnl_stream_t shared_stream;
-    return pmt_dnnl_cpu(&cpu_engine, &shared_stream);
+    cpu_engine_ok = pmt_dnnl_cpu(&cpu_engine, &shared_stream) == 0;
+}
+
+static int ensure_engine(void) {
+    pthread_once(&cpu_engine_once, take_engine);
+    return cpu_engine_ok ? 0 : -1;
 }
 
 static dnnl_stream_t this_thread_stream(void) {

@@ -39,7 +39,6 @@
 #include "nn/ops_internal.h"
 
 #include "nn/gemm.h"
-#include "nn/gemm_internal.h"
 
 #include <immintrin.h>
 #include <math.h>

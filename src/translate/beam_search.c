@@ -120,6 +120,7 @@ typedef struct search_lane {
 
     pmt_search_stats stats;     /* of the last run */
     char err[400];              /* a failed start's or step's message */
+    int stopped;                /* the last run stopped at should_stop (err says so) */
 } search_lane;
 
 /* Search state and result pool; every array sized at pmt_search_init. */
@@ -143,6 +144,8 @@ void pmt_decode_options_from_config(pmt_decode_options *o, const pmt_config *cfg
     o->max_length_const = cfg->max_length_const;
     o->compute_type = cfg->compute_type;
     o->shortlist = cfg->shortlist;
+    o->should_stop = NULL;
+    o->should_stop_ctx = NULL;
 }
 
 int pmt_search_max_output(const pmt_model *m, const pmt_decode_options *opt, int src_len) {
@@ -481,6 +484,7 @@ static int decode_lane(pmt_search *s, search_lane *ln, const pmt_decode_options 
     search_pool *p = s->pool;
     pmt_decoder *d = &ln->dec;
     memset(&ln->stats, 0, sizeof ln->stats);
+    ln->stopped = 0;
     if (k >= n) return 0;
     const int S = src_len[order[k]] + 1;   /* its first sentence is its longest */
     int count = 0, cap = 1;
@@ -510,6 +514,12 @@ static int decode_lane(pmt_search *s, search_lane *ln, const pmt_decode_options 
     d->visit_ctx = &x;
     int rc = 0;
     for (x.t = 0; d->n_sent > 0; x.t++) {
+        if (opt->should_stop && opt->should_stop(opt->should_stop_ctx)) {
+            snprintf(ln->err, sizeof ln->err, "search: stopped by the caller");
+            ln->stopped = 1;
+            rc = -1;
+            break;
+        }
         if (!pmt_decoder_step_live(d, ln->tokens, ln->live)) {
             snprintf(ln->err, sizeof ln->err, "%s", d->error);
             rc = -1;
@@ -552,13 +562,22 @@ static int decode_sub_batch(pmt_search *s, const pmt_decode_options *opt, const 
         failed |= lane_ready(s, &p->lanes[k]) != 0 ||
                   decode_lane(s, &p->lanes[k], opt, src, src_len, order, k, n_lanes, n) != 0;
     }
+    int stopped = 0;
     for (int k = 0; k < n_lanes; k++) {
         s->stats.steps += p->lanes[k].stats.steps;
         s->stats.row_steps += p->lanes[k].stats.row_steps;
-        if (failed && p->lanes[k].err[0]) {
+        stopped |= p->lanes[k].stopped;
+    }
+    /* A lane's real failure before a stop: a stop is only reported when
+     * nothing else went wrong. */
+    for (int k = 0; failed && k < n_lanes; k++)
+        if (p->lanes[k].err[0] && !p->lanes[k].stopped) {
             snprintf(err, errlen, "%s", p->lanes[k].err);
             return -1;
         }
+    if (stopped) {
+        snprintf(err, errlen, "search: stopped by the caller");
+        return PMT_SEARCH_STOPPED;
     }
     return failed ? -1 : 0;
 }
@@ -634,7 +653,12 @@ int pmt_search_run(pmt_search *s, const pmt_decode_options *opt, const int32_t *
         const int S = src_len[p->order[pos]] + 1;   /* longest first: the sub-batch's padded length */
         int count = n - pos;
         if (count * S > max_rows) count = max_rows / S;
-        if (decode_sub_batch(s, opt, src, src_len, p->order + pos, count, err, errlen) != 0) return -1;
+        if (opt->should_stop && opt->should_stop(opt->should_stop_ctx)) {
+            snprintf(err, errlen, "search: stopped by the caller");
+            return PMT_SEARCH_STOPPED;
+        }
+        const int rc = decode_sub_batch(s, opt, src, src_len, p->order + pos, count, err, errlen);
+        if (rc != 0) return rc;
         pos += count;
     }
     for (int i = 0; i < n; i++) {

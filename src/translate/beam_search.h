@@ -36,7 +36,16 @@ typedef struct pmt_decode_options {
     int shortlist;               /* 0: the whole vocabulary; k > 0: each batch's logits over its sources'
                                     first k shortlist candidates and the frequent pieces (the model must
                                     carry a shortlist: model/shortlist.h, translate/decoder.h) */
+    /* Cancellation (NULL: never; pmt_decode_options_from_config sets NULL):
+     * asked before each sub-batch and once per search step of every lane,
+     * from the lanes' threads (several at once: it must be thread-safe);
+     * non-zero stops the search, which fails with PMT_SEARCH_STOPPED. */
+    int (*should_stop)(void *ctx);
+    void *should_stop_ctx;
 } pmt_decode_options;
+
+/* What pmt_search_run returns when should_stop stopped it (other failures: -1). */
+enum { PMT_SEARCH_STOPPED = -2 };
 
 /* Copies the translation keys of cfg (beam_size, n_best, normalize, max_length_*, compute_type, shortlist). */
 void pmt_decode_options_from_config(pmt_decode_options *o, const pmt_config *cfg);
@@ -73,7 +82,8 @@ void pmt_search_free(pmt_search *s);
 /* Translates n <= max_batch sentences, src[i] of src_len[i] ids (no EOS,
  * src_len[i] <= m->max_len - 1), into out[i] (input order). Sentences are
  * sorted by length and decoded in sub-batches that fit the model's encoder
- * arena. Returns 0, or -1 with err (bad options or sizes). */
+ * arena. Returns 0, PMT_SEARCH_STOPPED (opt->should_stop), or -1 with err
+ * (bad options or sizes, a failed product or kernel, out of memory). */
 int pmt_search_run(pmt_search *s, const pmt_decode_options *opt, const int32_t *const *src,
                    const int *src_len, int n, pmt_nbest *out, char *err, size_t errlen);
 

@@ -124,8 +124,8 @@ static void warn(const pmt_translator *t, int line, const char *fmt, ...) {
 }
 
 /* Sanitizes and encodes a line into t->ids row k; returns its length, or -1.
- * line_no only labels warnings. */
-static int encode_line(pmt_translator *t, const char *line, int line_no, int k) {
+ * line_no only labels warnings; *r gets what was repaired. */
+static int encode_line(pmt_translator *t, const char *line, int line_no, int k, pmt_translation *r) {
     size_t n = strlen(line), need = 3 * n + 1;
     if (need > t->clean_cap) {
         char *p = realloc(t->clean, need);
@@ -134,11 +134,14 @@ static int encode_line(pmt_translator *t, const char *line, int line_no, int k) 
         t->clean_cap = need;
     }
     int bad = pmt_utf8_sanitize(line, n, t->clean);
+    r->replaced_bytes = bad;
     if (bad) warn(t, line_no, "%d invalid UTF-8 byte(s) replaced by U+FFFD", bad);
     const int max_src = t->model.max_len - 1;
     int32_t *ids = t->ids + (size_t)k * t->model.max_len;
     int total = pmt_spm_encode(t->spm, t->clean, ids, max_src);
     if (total < 0) return -1;
+    r->source_tokens = total;
+    r->cut = total > max_src;
     if (total > max_src) {
         warn(t, line_no, "%d source tokens, truncated to the model's limit of %d", total, max_src);
         total = max_src;
@@ -156,8 +159,8 @@ int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n,
     free_texts(t);
     int m = 0;   /* non-empty sentences */
     for (int i = 0; i < n; i++) {
-        out[i] = (pmt_translation){0, NULL, NULL};
-        int len = encode_line(t, lines[i], (int)t->totals.sentences + i + 1, m);
+        out[i] = (pmt_translation){0};
+        int len = encode_line(t, lines[i], (int)t->totals.sentences + i + 1, m, &out[i]);
         if (len < 0) {
             snprintf(err, errlen, "translator: tokenizing line %d failed: %s", i + 1, pmt_spm_last_error(t->spm));
             return -1;
@@ -169,7 +172,8 @@ int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n,
         t->totals.src_tokens += len;
         m++;
     }
-    if (m > 0 && pmt_search_run(&t->search, &t->opt, t->ptrs, t->lens, m, t->nbest, err, errlen) != 0) return -1;
+    const int rc = m > 0 ? pmt_search_run(&t->search, &t->opt, t->ptrs, t->lens, m, t->nbest, err, errlen) : 0;
+    if (rc != 0) return rc;
     for (int j = 0; j < m; j++) {
         pmt_translation *r = &out[t->slot[j]];
         r->n = t->nbest[j].n;
@@ -195,6 +199,7 @@ typedef struct {
     int n;
     char **text;                 /* [n] */
     pmt_hypothesis *hyp;         /* [n], ids NULL */
+    int replaced_bytes, source_tokens, cut;   /* pmt_translation's */
 } sentence_result;
 
 static void free_sentence_results(sentence_result *r, int n) {
@@ -208,6 +213,9 @@ static void free_sentence_results(sentence_result *r, int n) {
 
 static int keep_sentence(sentence_result *dst, const pmt_translation *src) {
     dst->n = 0;
+    dst->replaced_bytes = src->replaced_bytes;
+    dst->source_tokens = src->source_tokens;
+    dst->cut = src->cut;
     dst->text = calloc((size_t)(src->n ? src->n : 1), sizeof *dst->text);
     dst->hyp = calloc((size_t)(src->n ? src->n : 1), sizeof *dst->hyp);
     if (!dst->text || !dst->hyp) return -1;
@@ -279,8 +287,12 @@ int pmt_translator_translate_sentences(pmt_translator *t, const char *const *lin
     /* The translator's line numbers in warnings count sentences here. */
     for (int done = 0; done < total; done += t->max_batch) {
         const int chunk = total - done < t->max_batch ? total - done : t->max_batch;
-        if (pmt_translator_translate(t, (const char *const *)sentences + done, chunk, t->results, err, errlen) != 0)
+        const int status = pmt_translator_translate(t, (const char *const *)sentences + done, chunk, t->results, err,
+                                                    errlen);
+        if (status != 0) {
+            rc = status;
             goto cleanup;
+        }
         for (int j = 0; j < chunk; j++)
             if (keep_sentence(&res[done + j], &t->results[j]) != 0) goto oom;
     }
@@ -288,7 +300,12 @@ int pmt_translator_translate_sentences(pmt_translator *t, const char *const *lin
         const int slots = first[i + 1] - first[i];
         int most = 0;
         for (int s = first[i]; s < first[i + 1]; s++) most = res[s].n > most ? res[s].n : most;
-        out[i] = (pmt_translation){most, t->joined + t->n_joined, t->joined_hyp + t->n_joined};
+        out[i] = (pmt_translation){most, t->joined + t->n_joined, t->joined_hyp + t->n_joined, 0, 0, 0};
+        for (int s = first[i]; s < first[i + 1]; s++) {   /* a line's repairs are its sentences' */
+            out[i].replaced_bytes += res[s].replaced_bytes;
+            out[i].source_tokens += res[s].source_tokens;
+            out[i].cut |= res[s].cut;
+        }
         for (int k = 0; k < most; k++) {
             char *joined = join_sentences(res + first[i], slots, k, &t->joined_hyp[t->n_joined]);
             if (!joined) goto oom;

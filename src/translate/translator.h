@@ -25,6 +25,9 @@ typedef struct pmt_translation {
     int n;                       /* hypotheses, best first (0 for an empty input) */
     char **text;                 /* [n] detokenized UTF-8 */
     const pmt_hypothesis *hyp;   /* [n] ids and scores */
+    int replaced_bytes;          /* invalid UTF-8 bytes of the input read as U+FFFD */
+    int source_tokens;           /* the input's pieces before any cut */
+    int cut;                     /* 1: more pieces than the model takes; only the first max_len - 1 were translated */
 } pmt_translation;
 
 typedef struct pmt_translator_totals {
@@ -75,7 +78,8 @@ void pmt_translator_free(pmt_translator *t);
 int pmt_translator_set_options(pmt_translator *t, const pmt_decode_options *opt, char *err, size_t errlen);
 
 /* Translates lines[0..n) (n <= max_batch, NUL-terminated, no newline) into
- * out[0..n), in input order. 0, or -1 with err. */
+ * out[0..n), in input order. 0, PMT_SEARCH_STOPPED (the options'
+ * should_stop), or -1 with err. */
 int pmt_translator_translate(pmt_translator *t, const char *const *lines, int n, pmt_translation *out,
                              char *err, size_t errlen);
 
