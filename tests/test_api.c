@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "projmt.h"
 #include "testutil.h"
 
@@ -160,12 +161,140 @@ static void test_split(projmt_translator *t) {
     projmt_results_free(r, 2);
 }
 
+/* ---- the 0.2.0 API ---- */
+
+static int stop_after;   /* the abort callback says stop once it has been asked this many times */
+static int asked;
+
+static int abort_after(void *user) {
+    (void)user;
+    return ++asked > stop_after;
+}
+
+static char api_logged[512];
+
+static void keep_api_log(projmt_log_level level, const char *message, void *user) {
+    snprintf(api_logged, sizeof api_logged, "%d %s %s", (int)level, message, (const char *)user);
+}
+
+static void test_api_v2(void) {
+    CHECK(projmt_version_number() == PROJMT_VERSION_NUMBER && PROJMT_VERSION_NUMBER == 2000);
+    projmt_translator *t = (projmt_translator *)1;
+    /* Statuses that say what kind of failure it was. */
+    CHECK(projmt_translator_open("/nonexistent/model.pmt", NULL, &t) == PROJMT_ERROR_MODEL && t == NULL);
+    CHECK(projmt_translator_open(model_path, NULL, NULL) == PROJMT_ERROR_ARGUMENT);
+    projmt_translator_options lo;
+    projmt_translator_options_init(&lo, sizeof lo);
+    CHECK(lo.struct_size == sizeof lo && !strcmp(lo.compute_type, "auto") && lo.threads == 0 && lo.max_batch == 0);
+    lo.compute_type = "fp16";
+    CHECK(projmt_translator_open(model_path, &lo, &t) == PROJMT_ERROR_ARGUMENT && strstr(projmt_last_error(), "fp16"));
+    lo.compute_type = "auto";
+    lo.struct_size = sizeof(size_t);   /* not initialised for this struct */
+    CHECK(projmt_translator_open(model_path, &lo, &t) == PROJMT_ERROR_ARGUMENT &&
+          strstr(projmt_last_error(), "struct_size"));
+    /* A newer caller's larger struct: zeros past the known fields are
+     * fine, a set byte there (a field this library lacks) is refused. */
+    struct {
+        projmt_translator_options known;
+        int future_field;
+    } newer;
+    memset(&newer, 0, sizeof newer);
+    projmt_translator_options_init(&newer.known, sizeof newer);
+    newer.known.threads = 1;
+    newer.future_field = 7;
+    CHECK(projmt_translator_open(model_path, &newer.known, &t) == PROJMT_ERROR_ARGUMENT &&
+          strstr(projmt_last_error(), "does not know"));
+    newer.future_field = 0;
+    CHECK_MSG(projmt_translator_open(model_path, &newer.known, &t) == PROJMT_OK && t, "%s", projmt_last_error());
+    if (!t) return;
+
+    /* Accessors, scores only when asked, flags for what was repaired. */
+    char long_line[6000] = "";
+    for (int i = 0; i < 400; i++) strcat(long_line, "house ");
+    const char *lines[] = {"Where is the station?", "", "I like gr\xff" "een tea.", long_line};
+    projmt_results *res = (projmt_results *)1;
+    CHECK(projmt_translate(t, lines, 4, NULL, NULL) == PROJMT_ERROR_ARGUMENT);
+    CHECK_MSG(projmt_translate(t, lines, 4, NULL, &res) == PROJMT_OK && res, "%s", projmt_last_error());
+    if (res) {
+        CHECK(projmt_results_count(res) == 4);
+        CHECK(projmt_results_num_hypotheses(res, 0) == 1 &&
+              !strcmp(projmt_results_hypothesis(res, 0, 0), "¿Dónde está la estación?"));
+        CHECK(isnan(projmt_results_score(res, 0, 0)) && projmt_results_alignment(res, 0) == NULL);
+        CHECK(projmt_results_num_hypotheses(res, 1) == 0 && projmt_results_hypothesis(res, 1, 0) == NULL);
+        CHECK(projmt_results_flags(res, 0) == 0 && projmt_results_flags(res, 1) == 0);
+        CHECK_MSG(projmt_results_flags(res, 2) == PROJMT_RESULT_BYTES_REPLACED, "flags %u", projmt_results_flags(res, 2));
+        CHECK_MSG(projmt_results_flags(res, 3) == PROJMT_RESULT_INPUT_CUT && projmt_results_source_pieces(res, 3) >= 400,
+                  "flags %u, %d pieces", projmt_results_flags(res, 3), projmt_results_source_pieces(res, 3));
+        CHECK(projmt_results_source_pieces(res, 0) > 3);
+        CHECK(projmt_results_hypothesis(res, 9, 0) == NULL && projmt_results_flags(res, 9) == 0 &&
+              isnan(projmt_results_score(res, 0, 5)) && projmt_results_num_hypotheses(NULL, 0) == 0);
+        projmt_results_destroy(res);
+    }
+    projmt_results_destroy(NULL);
+
+    projmt_translation_options to;
+    projmt_translation_options_init(&to, sizeof to);
+    CHECK(to.struct_size == sizeof to && to.beam_size == 4 && to.num_hypotheses == 1 && to.length_penalty == 1.0 &&
+          to.abort_callback == NULL);
+    to.num_hypotheses = 2;
+    to.return_scores = 1;
+    to.return_alignment = 1;
+    CHECK_MSG(projmt_translate(t, lines, 1, &to, &res) == PROJMT_OK, "%s", projmt_last_error());
+    float best = NAN;
+    if (res) {
+        best = projmt_results_score(res, 0, 0);
+        CHECK(projmt_results_num_hypotheses(res, 0) == 2 && best < 0.0f && best >= projmt_results_score(res, 0, 1));
+        const projmt_alignment *a = projmt_results_alignment(res, 0);
+        CHECK(a && a->n_source > 2 && !strcmp(a->target_pieces[a->n_target - 1], "</s>"));
+        projmt_results_destroy(res);
+    }
+    to.length_penalty = -1.0;
+    CHECK(projmt_translate(t, lines, 1, &to, &res) == PROJMT_ERROR_ARGUMENT && res == NULL &&
+          strstr(projmt_last_error(), "length_penalty"));
+    to.length_penalty = 1.0;
+
+    /* Cancellation: stopped at once, and part-way through a search (the
+     * callback is asked before each batch and at every step); nothing is
+     * returned, and the translator works as before afterwards. */
+    to.abort_callback = abort_after;
+    for (int when = 0; when <= 5; when += 5) {
+        stop_after = when;
+        asked = 0;
+        res = (projmt_results *)1;
+        CHECK_MSG(projmt_translate(t, lines, 4, &to, &res) == PROJMT_ERROR_CANCELLED && res == NULL,
+                  "stop after %d: %s", when, projmt_last_error());
+        CHECK(asked == when + 1 && strstr(projmt_last_error(), "cancelled"));
+    }
+    stop_after = 1 << 30;
+    asked = 0;
+    CHECK(projmt_translate(t, lines, 1, &to, &res) == PROJMT_OK && res && asked > 3 &&
+          projmt_results_score(res, 0, 0) == best);
+    projmt_results_destroy(res);
+
+    /* The first API on a translator opened by the second gives the same. */
+    projmt_result *old = NULL;
+    CHECK(projmt_translate_batch(t, lines, 1, NULL, &old) == PROJMT_OK && old &&
+          !strcmp(old[0].hypotheses[0], "¿Dónde está la estación?"));
+    projmt_results_free(old, 1);
+    projmt_translator_free(t);
+
+    /* Warnings reach the caller's callback; NULL silences them again. */
+    char tag[] = "mine";
+    projmt_set_log_callback(keep_api_log, tag);
+    pmt_log(PMT_LOG_WARNING, "from %s", "core");
+    CHECK_MSG(!strcmp(api_logged, "1 from core mine"), "logged '%s'", api_logged);
+    projmt_set_log_callback(NULL, NULL);
+    api_logged[0] = '\0';
+    pmt_log(PMT_LOG_WARNING, "dropped");
+    CHECK(api_logged[0] == '\0');
+}
+
 int main(void) {
     snprintf(model_path, sizeof model_path, "%s/models/en-es.int8.pmt", test_source_dir());
     FILE *f = fopen(model_path, "rb");
     if (!f) test_skip("no shipped model (models/en-es.int8.pmt)");
     fclose(f);
-    CHECK(projmt_api_version() == PROJMT_API_VERSION && !strcmp(projmt_version(), "0.1.0"));
+    CHECK(projmt_api_version() == PROJMT_API_VERSION && !strcmp(projmt_version(), "0.2.0"));
     CHECK(strlen(projmt_cpu_isa()) > 0);
     projmt_translator *t = projmt_translator_new(model_path, NULL);
     CHECK_MSG(t != NULL, "%s", projmt_last_error());
@@ -176,5 +305,6 @@ int main(void) {
     test_split(t);
     projmt_translator_free(t);
     test_threads();
+    test_api_v2();
     return test_finish();
 }

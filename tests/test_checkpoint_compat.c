@@ -18,10 +18,14 @@
  *     moments and moving average alike, and fit the model; a separate-Q/K/V
  *     run that is not whole is refused by name.
  */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include "core/log.h"
 #include "model/checkpoint.h"
 #include "testutil.h"
 
@@ -192,6 +196,37 @@ static void test_version1(const char *dir, const pmt_model *m) {
     pmt_checkpoint_free(&ck);
 }
 
+/* What the log callback received (test_unknown_keys). */
+static char logged[1024];
+static int logged_level;
+
+static void keep_log(pmt_log_level level, const char *message, void *user) {
+    (void)user;
+    logged_level = level;
+    snprintf(logged, sizeof logged, "%s", message);
+}
+
+/* Bytes the library wrote to stderr while loading path (nothing, it never
+ * prints): stderr is a temporary file for the call. */
+static long stderr_bytes_of_load(const char *dir, const char *path) {
+    char capture[4200], err[512];
+    snprintf(capture, sizeof capture, "%s/stderr.txt", dir);
+    fflush(stderr);
+    const int saved = dup(2), fd = open(capture, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (saved < 0 || fd < 0) return -1;
+    dup2(fd, 2);
+    pmt_checkpoint ck;
+    const int rc = pmt_checkpoint_load(&ck, path, err, sizeof err);
+    if (rc == 0) pmt_checkpoint_free(&ck);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    struct stat st;
+    const long bytes = fstat(fd, &st) == 0 ? (long)st.st_size : -1;
+    close(fd);
+    return rc == 0 ? bytes : -1;
+}
+
 static void test_unknown_keys(const char *dir, const pmt_model *m) {
     char path[4200], err[512];
     char *config = pmt_config_to_string(&m->cfg);
@@ -200,8 +235,15 @@ static void test_unknown_keys(const char *dir, const pmt_model *m) {
     snprintf(newer, n, "%s[future]\nfuture_option = 3\nrope_scaling = yarn\n", config);
     snprintf(path, sizeof path, "%s/newer.ckpt", dir);
     write_file(path, m, &(layout){.version = 2, .flags = 2, .config = newer, .v2_unknown_state_field = 1});
+    /* The warning goes to the log callback, naming the file and the keys;
+     * with none installed the library writes nothing at all. */
+    CHECK_MSG(stderr_bytes_of_load(dir, path) == 0, "the library printed while loading a newer checkpoint");
+    pmt_log_set(keep_log, NULL);
     pmt_checkpoint ck;
     int rc = pmt_checkpoint_load(&ck, path, err, sizeof err);
+    pmt_log_set(NULL, NULL);
+    CHECK_MSG(logged_level == PMT_LOG_WARNING && strstr(logged, "newer.ckpt") && strstr(logged, "future_option"),
+              "logged: '%s'", logged);
     CHECK_MSG(rc == 0, "%s", err);
     if (rc == 0) {
         CHECK(ck.cfg.d_model == 8 && ck.cfg.max_len == 8);

@@ -3,7 +3,8 @@
 A thin ctypes binding of libprojmt's C API (include/projmt.h); nothing to
 compile. The library is found, in order, at $PROJMT_LIBRARY, next to this
 package in a source checkout (build/libprojmt.so.0), or by the system loader
-(an installed libprojmt.so.0).
+(an installed libprojmt.so.0); it must be 0.2.0 or later (every function
+bound here is checked when the package is imported).
 
     import projmt
     translator = projmt.Translator("models/en-es.int8.pmt")
@@ -12,17 +13,26 @@ package in a source checkout (build/libprojmt.so.0), or by the system loader
 The names follow CTranslate2's Translator where they fit: compute_type,
 threads (inter_threads there), translate_batch(beam_size, num_hypotheses,
 return_scores, return_attention, length_penalty, max_decoding_length).
-A Translator is for one thread at a time; use one per thread.
+
+Threads: Translators are independent, so several translate at once on
+several threads. One Translator may also be shared by threads: its calls
+are serialised by its own lock, close() waits for a running call to end,
+and cancel() (from any thread) stops the running call, which raises
+Cancelled.
 """
 
 import ctypes
+import math
 import os
+import threading
 
-__all__ = ["Translator", "TranslationResult", "Alignment", "ProjmtError", "ModelError", "cpu_isa", "version",
-           "split_sentences"]
+__all__ = ["Translator", "TranslationResult", "Alignment", "ProjmtError", "ModelError", "Cancelled", "cpu_isa",
+           "version", "split_sentences"]
 
-_STATUS_OK, _ERROR_ARGUMENT, _ERROR_MODEL, _ERROR_RUNTIME, _ERROR_MEMORY = range(5)
+_STATUS_OK, _ERROR_ARGUMENT, _ERROR_MODEL, _ERROR_RUNTIME, _ERROR_MEMORY, _ERROR_CANCELLED = range(6)
 _API_VERSION = 1
+_OLDEST_LIBRARY = 2000   # projmt_version_number() of 0.2.0, the first with projmt_translate
+_RESULT_INPUT_CUT, _RESULT_BYTES_REPLACED = 1, 2
 
 
 class ProjmtError(RuntimeError):
@@ -33,14 +43,23 @@ class ModelError(ProjmtError, OSError):
     """The model file is missing, unreadable, damaged or not a projmt model."""
 
 
-class _LoadOptions(ctypes.Structure):
-    _fields_ = [("compute_type", ctypes.c_char_p), ("threads", ctypes.c_int), ("max_batch", ctypes.c_int)]
+class Cancelled(ProjmtError):
+    """Translator.cancel() stopped the call."""
 
 
-class _TranslateOptions(ctypes.Structure):
-    _fields_ = [("beam_size", ctypes.c_int), ("num_hypotheses", ctypes.c_int), ("return_scores", ctypes.c_int),
-                ("return_alignment", ctypes.c_int), ("length_penalty", ctypes.c_double),
-                ("max_decoding_length", ctypes.c_int)]
+_ABORT_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+class _TranslatorOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("compute_type", ctypes.c_char_p), ("threads", ctypes.c_int),
+                ("max_batch", ctypes.c_int)]
+
+
+class _TranslationOptions(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("beam_size", ctypes.c_int), ("num_hypotheses", ctypes.c_int),
+                ("return_scores", ctypes.c_int), ("return_alignment", ctypes.c_int),
+                ("length_penalty", ctypes.c_double), ("max_decoding_length", ctypes.c_int),
+                ("abort_callback", _ABORT_CALLBACK), ("abort_callback_user_data", ctypes.c_void_p)]
 
 
 class _Alignment(ctypes.Structure):
@@ -51,11 +70,6 @@ class _Alignment(ctypes.Structure):
 
 class _Span(ctypes.Structure):
     _fields_ = [("start", ctypes.c_size_t), ("end", ctypes.c_size_t)]
-
-
-class _Result(ctypes.Structure):
-    _fields_ = [("n_hypotheses", ctypes.c_int), ("hypotheses", ctypes.POINTER(ctypes.c_char_p)),
-                ("scores", ctypes.POINTER(ctypes.c_float)), ("alignment", ctypes.POINTER(_Alignment))]
 
 
 def _candidates():
@@ -86,40 +100,66 @@ def _load_library():
 
 
 _lib = _load_library()
-_lib.projmt_version.restype = ctypes.c_char_p
-_lib.projmt_last_error.restype = ctypes.c_char_p
-_lib.projmt_cpu_isa.restype = ctypes.c_char_p
-_lib.projmt_translator_new.restype = ctypes.c_void_p
-_lib.projmt_translator_new.argtypes = [ctypes.c_char_p, ctypes.POINTER(_LoadOptions)]
-_lib.projmt_translator_free.argtypes = [ctypes.c_void_p]
-_lib.projmt_translator_compute.restype = ctypes.c_char_p
-_lib.projmt_translator_compute.argtypes = [ctypes.c_void_p]
-_lib.projmt_translate_batch.restype = ctypes.c_int
-_lib.projmt_translate_batch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
-                                        ctypes.POINTER(_TranslateOptions), ctypes.POINTER(ctypes.POINTER(_Result))]
-_lib.projmt_results_free.argtypes = [ctypes.POINTER(_Result), ctypes.c_size_t]
-# Added to the API after its first release (additive: the API version stayed 1), so an older libprojmt lacks it.
-_set_shortlist = getattr(_lib, "projmt_translator_set_shortlist", None)
-if _set_shortlist is not None:
-    _set_shortlist.restype = ctypes.c_int
-    _set_shortlist.argtypes = [ctypes.c_void_p, ctypes.c_int]
-_lib.projmt_split_sentences.restype = ctypes.c_int
-_lib.projmt_split_sentences.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(_Span), ctypes.c_size_t,
-                                        ctypes.POINTER(ctypes.c_size_t)]
+_missing = []
+
+
+def _bind(name, restype, argtypes):
+    """Sets up one C function; a library without it (older than this package) is reported by name."""
+    fn = getattr(_lib, name, None)
+    if fn is None:
+        _missing.append(name)
+        return None
+    fn.restype, fn.argtypes = restype, argtypes
+    return fn
+
+
+_P = ctypes.c_void_p
+_version = _bind("projmt_version", ctypes.c_char_p, [])
+_version_number = _bind("projmt_version_number", ctypes.c_int, [])
+_last_error_fn = _bind("projmt_last_error", ctypes.c_char_p, [])
+_cpu_isa = _bind("projmt_cpu_isa", ctypes.c_char_p, [])
+_translator_options_init = _bind("projmt_translator_options_init", None,
+                                 [ctypes.POINTER(_TranslatorOptions), ctypes.c_size_t])
+_translator_open = _bind("projmt_translator_open", ctypes.c_int,
+                         [ctypes.c_char_p, ctypes.POINTER(_TranslatorOptions), ctypes.POINTER(_P)])
+_translator_free = _bind("projmt_translator_free", None, [_P])
+_translator_compute = _bind("projmt_translator_compute", ctypes.c_char_p, [_P])
+_set_shortlist = _bind("projmt_translator_set_shortlist", ctypes.c_int, [_P, ctypes.c_int])
+_translation_options_init = _bind("projmt_translation_options_init", None,
+                                  [ctypes.POINTER(_TranslationOptions), ctypes.c_size_t])
+_translate = _bind("projmt_translate", ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_char_p), ctypes.c_size_t,
+                                                      ctypes.POINTER(_TranslationOptions), ctypes.POINTER(_P)])
+_results_count = _bind("projmt_results_count", ctypes.c_size_t, [_P])
+_results_num_hypotheses = _bind("projmt_results_num_hypotheses", ctypes.c_int, [_P, ctypes.c_size_t])
+_results_hypothesis = _bind("projmt_results_hypothesis", ctypes.c_char_p, [_P, ctypes.c_size_t, ctypes.c_int])
+_results_score = _bind("projmt_results_score", ctypes.c_float, [_P, ctypes.c_size_t, ctypes.c_int])
+_results_alignment = _bind("projmt_results_alignment", ctypes.POINTER(_Alignment), [_P, ctypes.c_size_t])
+_results_flags = _bind("projmt_results_flags", ctypes.c_uint, [_P, ctypes.c_size_t])
+_results_source_pieces = _bind("projmt_results_source_pieces", ctypes.c_int, [_P, ctypes.c_size_t])
+_results_destroy = _bind("projmt_results_destroy", None, [_P])
+_split_sentences = _bind("projmt_split_sentences", ctypes.c_int,
+                         [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(_Span), ctypes.c_size_t,
+                          ctypes.POINTER(ctypes.c_size_t)])
+if _missing:
+    _have = _version().decode() if _version else "unknown"
+    raise ImportError(f"projmt: libprojmt {_have} ({_lib._name}) lacks {', '.join(_missing)}: this package needs "
+                      "libprojmt 0.2.0 or later (rebuild it, or set PROJMT_LIBRARY to a newer one)")
+if _version_number() < _OLDEST_LIBRARY:
+    raise ImportError(f"projmt: libprojmt {_version().decode()} is older than 0.2.0, which this package needs")
 
 
 def _last_error():
-    return _lib.projmt_last_error().decode("utf-8", "replace")
+    return _last_error_fn().decode("utf-8", "replace")
 
 
 def version():
-    """libprojmt's version, e.g. '0.1.0'."""
-    return _lib.projmt_version().decode()
+    """libprojmt's version, e.g. '0.2.0'."""
+    return _version().decode()
 
 
 def cpu_isa():
     """The CPU as libprojmt sees it (oneDNN's effective ISA, e.g. 'avx512_core_vnni')."""
-    return _lib.projmt_cpu_isa().decode()
+    return _cpu_isa().decode()
 
 
 def split_sentences(text):
@@ -127,10 +167,10 @@ def split_sentences(text):
     (Moses' rule: abbreviations, initials, acronyms and decimals kept whole)."""
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
     count = ctypes.c_size_t()
-    if _lib.projmt_split_sentences(data, len(data), None, 0, ctypes.byref(count)) != _STATUS_OK:
+    if _split_sentences(data, len(data), None, 0, ctypes.byref(count)) != _STATUS_OK:
         raise ProjmtError(_last_error())
     spans = (_Span * max(count.value, 1))()
-    if _lib.projmt_split_sentences(data, len(data), spans, count.value, ctypes.byref(count)) != _STATUS_OK:
+    if _split_sentences(data, len(data), spans, count.value, ctypes.byref(count)) != _STATUS_OK:
         raise ProjmtError(_last_error())
     return [data[spans[i].start:spans[i].end].decode("utf-8", "replace") for i in range(count.value)]
 
@@ -147,10 +187,15 @@ class Alignment:
 
 
 class TranslationResult:
-    """One sentence's n-best list: hypotheses (str, best first), scores (or None), attention (or None)."""
+    """One sentence's n-best list: hypotheses (str, best first), scores (or None), attention (or None).
 
-    def __init__(self, hypotheses, scores=None, attention=None):
+    input_cut: the sentence had more pieces than the model takes (source_pieces of them); only the first
+    were translated. bytes_replaced: invalid UTF-8 bytes were read as U+FFFD."""
+
+    def __init__(self, hypotheses, scores=None, attention=None, input_cut=False, bytes_replaced=False,
+                 source_pieces=0):
         self.hypotheses, self.scores, self.attention = hypotheses, scores, attention
+        self.input_cut, self.bytes_replaced, self.source_pieces = input_cut, bytes_replaced, source_pieces
 
     def __repr__(self):
         extra = f", scores={self.scores!r}" if self.scores is not None else ""
@@ -171,7 +216,8 @@ def _joined(parts, return_scores):
     scores = None
     if return_scores and most:
         scores = [sum(r.scores[min(k, len(r.scores) - 1)] for r in parts) for k in range(most)]
-    return TranslationResult(hyps, scores)
+    return TranslationResult(hyps, scores, None, any(r.input_cut for r in parts),
+                             any(r.bytes_replaced for r in parts), sum(r.source_pieces for r in parts))
 
 
 class Translator:
@@ -181,9 +227,15 @@ class Translator:
     threads: threads of each call (0: all cores). max_batch: sentences decoded together (0: 64).
     shortlist: decode over the model's vocabulary shortlist, this many candidates per source piece
     (0: the whole vocabulary; see set_shortlist).
+
+    Safe to share between threads: calls run one at a time (a lock of the Translator's own), close()
+    waits for the running call, cancel() stops it from any thread.
     """
 
     def __init__(self, model_path, compute_type="auto", threads=0, max_batch=0, shortlist=0):
+        self._handle = None
+        self._lock = threading.Lock()
+        self._cancel = threading.Event()
         if not isinstance(model_path, (str, bytes, os.PathLike)):
             raise TypeError(f"model_path must be a path, not {type(model_path).__name__}")
         if compute_type not in ("auto", "fp32", "bf16", "int8"):
@@ -191,10 +243,16 @@ class Translator:
         path = os.fsencode(model_path)
         if not os.path.exists(path):
             raise FileNotFoundError(2, "no such model file", os.fsdecode(path))
-        options = _LoadOptions(compute_type.encode(), int(threads), int(max_batch))
-        self._handle = _lib.projmt_translator_new(path, ctypes.byref(options))
-        if not self._handle:
-            raise ModelError(_last_error())
+        options = _TranslatorOptions()
+        _translator_options_init(ctypes.byref(options), ctypes.sizeof(options))
+        options.compute_type, options.threads, options.max_batch = compute_type.encode(), int(threads), int(max_batch)
+        handle = ctypes.c_void_p()
+        status = _translator_open(path, ctypes.byref(options), ctypes.byref(handle))
+        if status != _STATUS_OK:
+            raise _error(status)
+        self._handle = handle.value
+        # Kept on the object: C holds the pointer while a call runs.
+        self._abort = _ABORT_CALLBACK(lambda _user: 1 if self._cancel.is_set() else 0)
         self.model_path = os.fsdecode(path)
         if shortlist:
             self.set_shortlist(shortlist)
@@ -208,20 +266,25 @@ class Translator:
             raise TypeError(f"candidates must be an int, not {type(candidates).__name__}")
         if not 0 <= candidates < 2**31:
             raise ValueError(f"candidates must be >= 0 (got {candidates})")
-        if _set_shortlist is None:
-            raise ProjmtError("this libprojmt predates vocabulary shortlists (projmt_translator_set_shortlist)")
-        if _set_shortlist(self._require(), candidates) != _STATUS_OK:
-            raise ValueError(_last_error())
+        with self._lock:
+            if _set_shortlist(self._require(), candidates) != _STATUS_OK:
+                raise ValueError(_last_error())
 
     @property
     def compute(self):
         """What this translator multiplies with on this CPU, e.g. 'compute type int8 on avx2 (...)'."""
-        return _lib.projmt_translator_compute(self._require()).decode()
+        with self._lock:
+            return _translator_compute(self._require()).decode()
 
     def _require(self):
-        if not getattr(self, "_handle", None):
+        if not self._handle:
             raise ProjmtError("this Translator is closed")
         return self._handle
+
+    def cancel(self):
+        """Stops the call running on this Translator (from any thread; it raises Cancelled). A no-op when
+        none is running: the next call starts afresh."""
+        self._cancel.set()
 
     def translate_batch(self, source, beam_size=4, num_hypotheses=1, return_scores=False, return_attention=False,
                         length_penalty=1.0, max_decoding_length=0, split_sentences=False):
@@ -248,36 +311,54 @@ class Translator:
         lines = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in source]
         n = len(lines)
         array = (ctypes.c_char_p * max(n, 1))(*lines)
-        options = _TranslateOptions(int(beam_size), int(num_hypotheses), int(bool(return_scores)),
-                                    int(bool(return_attention)), float(length_penalty), int(max_decoding_length))
-        out = ctypes.POINTER(_Result)()
-        status = _lib.projmt_translate_batch(self._require(), array, n, ctypes.byref(options), ctypes.byref(out))
-        if status != _STATUS_OK:
-            message = _last_error()
-            raise ValueError(message) if status == _ERROR_ARGUMENT else ProjmtError(message)
-        try:
-            return [self._result(out[i], return_scores) for i in range(n)]
-        finally:
-            _lib.projmt_results_free(out, n)
+        options = _TranslationOptions()
+        _translation_options_init(ctypes.byref(options), ctypes.sizeof(options))
+        options.beam_size, options.num_hypotheses = int(beam_size), int(num_hypotheses)
+        options.return_scores = int(bool(return_scores))
+        options.return_alignment = int(bool(return_attention))
+        options.length_penalty, options.max_decoding_length = float(length_penalty), int(max_decoding_length)
+        options.abort_callback = self._abort
+        out = ctypes.c_void_p()
+        with self._lock:
+            handle = self._require()
+            self._cancel.clear()
+            status = _translate(handle, array, n, ctypes.byref(options), ctypes.byref(out))
+            if status != _STATUS_OK:
+                raise _error(status)
+            try:
+                return [self._result(out, i, return_scores) for i in range(n)]
+            finally:
+                _results_destroy(out)
 
     @staticmethod
-    def _result(r, return_scores):
-        hyps = [r.hypotheses[h].decode("utf-8") for h in range(r.n_hypotheses)]
-        scores = [r.scores[h] for h in range(r.n_hypotheses)] if return_scores and r.scores else None
+    def _result(res, i, return_scores):
+        count = _results_num_hypotheses(res, i)
+        hyps = [_results_hypothesis(res, i, k).decode("utf-8") for k in range(count)]
+        scores = None
+        if return_scores and count:
+            scores = [_results_score(res, i, k) for k in range(count)]
+            scores = None if any(math.isnan(x) for x in scores) else scores
         attention = None
-        if r.alignment:
-            a = r.alignment.contents
-            src = [a.source_pieces[i].decode("utf-8") for i in range(a.n_source)]
-            tgt = [a.target_pieces[i].decode("utf-8") for i in range(a.n_target)]
+        a = _results_alignment(res, i)
+        if a:
+            a = a.contents
+            src = [a.source_pieces[j].decode("utf-8") for j in range(a.n_source)]
+            tgt = [a.target_pieces[j].decode("utf-8") for j in range(a.n_target)]
             w = [[a.weights[t * a.n_source + s] for s in range(a.n_source)] for t in range(a.n_target)]
             attention = Alignment(src, tgt, w)
-        return TranslationResult(hyps, scores, attention)
+        flags = _results_flags(res, i)
+        return TranslationResult(hyps, scores, attention, bool(flags & _RESULT_INPUT_CUT),
+                                 bool(flags & _RESULT_BYTES_REPLACED), _results_source_pieces(res, i))
 
     def close(self):
-        """Frees the model now (also done when the Translator is collected)."""
-        handle, self._handle = getattr(self, "_handle", None), None
-        if handle:
-            _lib.projmt_translator_free(handle)
+        """Frees the model now (also done when the Translator is collected); waits for a running call."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:
+            return
+        with lock:
+            handle, self._handle = self._handle, None
+            if handle:
+                _translator_free(handle)
 
     def __enter__(self):
         return self
@@ -287,3 +368,17 @@ class Translator:
 
     def __del__(self):
         self.close()
+
+
+def _error(status):
+    """The exception for a failed call's status (the message is the library's)."""
+    message = _last_error()
+    if status == _ERROR_ARGUMENT:
+        return ValueError(message)
+    if status == _ERROR_MEMORY:
+        return MemoryError(message)
+    if status == _ERROR_CANCELLED:
+        return Cancelled(message)
+    if status == _ERROR_MODEL:
+        return ModelError(message)
+    return ProjmtError(message)

@@ -44,7 +44,7 @@ def test_greedy_and_length(translator):
 
 def test_compute_and_cpu(translator):
     assert "compute type" in translator.compute and projmt.cpu_isa() in translator.compute
-    assert projmt.version() == "0.1.0"
+    assert projmt.version() == "0.2.0"
 
 
 def test_bad_path_raises_file_not_found():
@@ -90,6 +90,125 @@ def test_threads_each_with_its_own_translator(translator):
     for th in threads:
         th.join()
     assert got == [alone] * 3
+
+
+SUBJECTS = ["Tom", "My sister", "The old man", "Nobody", "The children", "We"]
+ACTIONS = ["is reading a book", "wants to go home", "was waiting at the station", "likes green tea",
+           "did not understand the question", "will call you tomorrow"]
+PLACES = ["", " in the garden", " after the long meeting with his colleagues", " because it was raining"]
+MANY = [f"{s} {a}{p}." for s in SUBJECTS for a in ACTIONS for p in PLACES][:96]
+
+
+def _texts(results):
+    return [(r.hypotheses, r.scores) for r in results]
+
+
+def test_translators_on_threads_with_mixed_thread_counts(translator):
+    # Issue 43's case: two Translators, threads=1 and threads=2, each on its own Python thread, many
+    # rounds at once; every call gives what the same Translator gives alone.
+    pair = [projmt.Translator(MODEL, threads=1), projmt.Translator(MODEL, threads=2)]
+    alone = [_texts(t.translate_batch(MANY, return_scores=True)) for t in pair]
+    bad = []
+    start = threading.Barrier(2)
+
+    def work(i):
+        for _ in range(4):
+            start.wait()
+            if _texts(pair[i].translate_batch(MANY, return_scores=True)) != alone[i]:
+                bad.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for t in pair:
+        t.close()
+    assert bad == []
+
+
+def test_one_translator_shared_by_threads():
+    with projmt.Translator(MODEL, threads=2) as t:
+        want = _texts(t.translate_batch(MANY[:24], return_scores=True))
+        got = [None] * 4
+
+        def work(i):
+            got[i] = _texts(t.translate_batch(MANY[:24], return_scores=True))
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert got == [want] * 4
+
+
+def test_close_during_a_call_waits_for_it():
+    t = projmt.Translator(MODEL, threads=1)
+    out = {}
+
+    def work():
+        out["results"] = t.translate_batch(MANY, beam_size=4)
+
+    th = threading.Thread(target=work)
+    th.start()
+    while not t._lock.locked() and th.is_alive():   # the call is running (it holds the Translator's lock)
+        pass
+    t.close()   # blocks until the call has returned its results
+    th.join()
+    assert len(out["results"]) == len(MANY) and all(r.hypotheses for r in out["results"])
+    with pytest.raises(projmt.ProjmtError, match="closed"):
+        t.translate_batch(["hello"])
+
+
+def test_close_during_a_call_never_frees_under_it():
+    for _ in range(5):
+        t = projmt.Translator(MODEL, threads=1)
+        errors = []
+
+        def work():
+            try:
+                r = t.translate_batch(MANY[:48], beam_size=4)
+                assert len(r) == 48 and r[0].hypotheses
+            except projmt.ProjmtError as e:   # close() won the lock first
+                errors.append(str(e))
+
+        th = threading.Thread(target=work)
+        th.start()
+        t.close()
+        th.join()
+        assert all("closed" in e for e in errors)
+
+
+def test_cancel_stops_a_running_call():
+    with projmt.Translator(MODEL, threads=1) as t:
+        raised = []
+
+        def work():
+            try:
+                t.translate_batch(MANY * 4, beam_size=8)
+            except projmt.Cancelled as e:
+                raised.append(str(e))
+
+        th = threading.Thread(target=work)
+        th.start()
+        deadline = 0
+        while th.is_alive() and deadline < 200 and not raised:
+            t.cancel()
+            th.join(0.01)
+            deadline += 1
+        th.join()
+        assert raised and "cancelled" in raised[0]
+        (r,) = t.translate_batch(["Where is the station?"])   # the next call starts afresh
+        assert r.hypotheses == ["¿Dónde está la estación?"]
+
+
+def test_flags_for_repaired_input(translator):
+    (clean, replaced, cut) = translator.translate_batch([b"I like green tea.", b"I like gr\xffeen tea.",
+                                                         ("house " * 400).encode()])
+    assert not clean.input_cut and not clean.bytes_replaced and clean.source_pieces > 3
+    assert replaced.bytes_replaced and not replaced.input_cut
+    assert cut.input_cut and cut.source_pieces >= 400
 
 
 def test_split_sentences():

@@ -386,10 +386,11 @@ int pmt_checkpoint_load_model(const char *path, pmt_model *m, int max_rows, int 
     if (pmt_checkpoint_load(&ck, path, err, errlen) != 0) return -1;
     pmt_checkpoint_use_ema(&ck);
     int len = max_len > 0 ? max_len : ck.cfg.max_len;
-    if (pmt_model_init_inference(m, &ck.cfg, ck.vocab_size, max_rows, len, inner, sizeof inner) != 0) {
+    const int init = pmt_model_init_inference(m, &ck.cfg, ck.vocab_size, max_rows, len, inner, sizeof inner);
+    if (init != 0) {
         snprintf(err, errlen, "checkpoint '%s': %s", path, inner);
         pmt_checkpoint_free(&ck);
-        return -1;
+        return init;
     }
     if (pmt_checkpoint_copy_params(&ck, m, inner, sizeof inner) != 0) {
         snprintf(err, errlen, "checkpoint '%s': %s", path, inner);

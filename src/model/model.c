@@ -544,7 +544,7 @@ static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, 
 oom:
     snprintf(err, errlen, "model: out of memory (vocab %d, max_rows %d, max_len %d)", V, max_rows, max_len);
     pmt_model_free(m);
-    return -1;
+    return PMT_OUT_OF_MEMORY;
 }
 
 int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,

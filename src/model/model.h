@@ -102,9 +102,14 @@ typedef struct pmt_model {
                                   * (model/shortlist.h; NULL: none; views have none) */
 } pmt_model;
 
+/* What the loaders and initialisers below return when memory ran out (a
+ * bad config or file is -1): the C API tells the two apart. */
+enum { PMT_OUT_OF_MEMORY = -2 };
+
 /* Builds the tensor table for cfg and vocab V, allocates params, grads and an
  * activation arena for batches of up to max_rows tokens per side and max_len
- * positions. Returns 0, or -1 with a message in err (bad config, out of memory). */
+ * positions. Returns 0, -1 with a message in err (bad config), or
+ * PMT_OUT_OF_MEMORY with one. */
 int pmt_model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, int max_len,
                    char *err, size_t errlen);
 /* As pmt_model_init for translation and inspection: parameters and the

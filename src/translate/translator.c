@@ -44,9 +44,12 @@ int pmt_translator_init(pmt_translator *t, pmt_model *model, pmt_spm *spm, const
     t->opt = *opt;
     t->max_batch = max_batch < 1 ? 1 : max_batch;
     const size_t nb = (size_t)t->max_batch;
-    if (pmt_search_check_shortlist(&t->model, opt, err, errlen) != 0 ||
-        pmt_search_init(&t->search, &t->model, t->max_batch, opt->beam_size, err, errlen) != 0)
-        goto fail;
+    if (pmt_search_check_shortlist(&t->model, opt, err, errlen) != 0) {
+        pmt_translator_free(t);
+        return -1;
+    }
+    if (pmt_search_init(&t->search, &t->model, t->max_batch, opt->beam_size, err, errlen) != 0)
+        goto fail;   /* its sizes are valid here: what fails is memory */
     t->ids = malloc(nb * (size_t)t->model.max_len * sizeof *t->ids);
     t->lens = calloc(nb, sizeof *t->lens);
     t->ptrs = calloc(nb, sizeof *t->ptrs);
@@ -61,7 +64,7 @@ int pmt_translator_init(pmt_translator *t, pmt_model *model, pmt_spm *spm, const
     return 0;
 fail:
     pmt_translator_free(t);
-    return -1;
+    return PMT_OUT_OF_MEMORY;
 }
 
 int pmt_translator_load(pmt_translator *t, const char *model_path, const pmt_decode_options *opt, int max_batch,
@@ -69,11 +72,12 @@ int pmt_translator_load(pmt_translator *t, const char *model_path, const pmt_dec
     pmt_model model;
     pmt_spm *spm = NULL;
     memset(t, 0, sizeof *t);
-    if (pmt_checkpoint_load_model(model_path, &model, ENCODER_ROWS, 0, &spm, err, errlen) != 0) return -1;
+    const int rc = pmt_checkpoint_load_model(model_path, &model, ENCODER_ROWS, 0, &spm, err, errlen);
+    if (rc != 0) return rc;
     if (pmt_model_set_compute_type(&model, opt->compute_type, err, errlen) != 0) {
         pmt_model_free(&model);
         pmt_spm_free(spm);
-        return -1;
+        return PMT_TRANSLATOR_UNSUPPORTED;
     }
     return pmt_translator_init(t, &model, spm, opt, max_batch, err, errlen);
 }

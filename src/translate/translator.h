@@ -61,14 +61,21 @@ typedef struct pmt_translator {
     pmt_hypothesis *joined_hyp;  /* [lines * beam] */
 } pmt_translator;
 
+/* What pmt_translator_load returns when this CPU cannot run the asked
+ * compute type (bf16 without native bf16). */
+enum { PMT_TRANSLATOR_UNSUPPORTED = -3 };
+
 /* Loads a checkpoint (model, config, tokenizer) and prepares for up to
  * max_batch sentences per call with the options opt (beam, n-best, ...).
- * Missing, truncated or foreign files give -1 with a message naming the file. */
+ * Missing, truncated or foreign files give -1 with a message naming the
+ * file; PMT_OUT_OF_MEMORY (model/model.h) and PMT_TRANSLATOR_UNSUPPORTED
+ * say so. */
 int pmt_translator_load(pmt_translator *t, const char *model_path, const pmt_decode_options *opt, int max_batch,
                         char *err, size_t errlen);
 
 /* Same over an already built model and tokenizer, whose ownership passes to
- * the translator (also on failure). */
+ * the translator (also on failure). -1 (a shortlist the model lacks) or
+ * PMT_OUT_OF_MEMORY. */
 int pmt_translator_init(pmt_translator *t, pmt_model *model, pmt_spm *spm, const pmt_decode_options *opt,
                         int max_batch, char *err, size_t errlen);
 void pmt_translator_free(pmt_translator *t);
