@@ -321,6 +321,31 @@ static void test_dev_file(void) {
     check_no_held_out_in_train(dir);
 }
 
+/* An extra source that only repeats the primary adds nothing, with a
+ * warning, and is no error (a source with no usable line is, see below). */
+static void test_all_duplicate_source(void) {
+    char primary[1100], dir[1100], log_path[1100];
+    snprintf(primary, sizeof primary, "%s", path_in(root, "primary.tsv"));
+    snprintf(dir, sizeof dir, "%s", path_in(root, "all-dup"));
+    snprintf(log_path, sizeof log_path, "%s", path_in(root, "all-dup.log"));
+    pmt_config cfg;
+    config_for(&cfg, primary, dir);
+    char spec[1200];
+    snprintf(spec, sizeof spec, "%s:name=again", primary);
+    add_source(&cfg, spec);
+    pmt_prepare_stats st;
+    char err[2048] = "";
+    FILE *log = fopen(log_path, "w");
+    CHECK_MSG(pmt_prepare(&cfg, log, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(log && fclose(log) == 0);
+    CHECK(st.n_sources == 2 && st.source[1].kept_pairs == 0 && st.source[1].dropped.duplicate == N_PRIMARY);
+    CHECK(st.split[PMT_SPLIT_TRAIN].pairs == N_PRIMARY - VALID - TEST);
+    size_t size;
+    char *text = slurp(log_path, &size);
+    CHECK_MSG(text && strstr(text, "adds nothing"), "log: %s", text ? text : "");
+    free(text);
+}
+
 /* pmt_prepare fails with a message holding both strings and writes nothing. */
 static void expect_failure(pmt_config *cfg, const char *expect, const char *expect2) {
     pmt_prepare_stats st;
@@ -386,6 +411,11 @@ static void test_errors(void) {
         add_source(&cfg, bad[i].spec);
         expect_failure(&cfg, bad[i].expect, NULL);
     }
+    config_for(&cfg, primary, fresh);     /* no line has the chosen columns */
+    snprintf(spec, sizeof spec, "%s:en=3,es=4", primary);
+    add_source(&cfg, spec);
+    expect_failure(&cfg, "no sentence pairs left", "en=/es= columns");
+
     config_for(&cfg, primary, fresh);
     snprintf(spec, sizeof spec, "%s", path_in(root, "no-such-source.tsv"));
     add_source(&cfg, spec);
@@ -471,6 +501,7 @@ int main(void) {
     test_source_setting();
     test_several_sources();
     test_dev_file();
+    test_all_duplicate_source();
     test_errors();
     return test_finish();
 }

@@ -407,11 +407,16 @@ int pmt_prepare_read_pairs(const pmt_config *cfg, FILE *log, pmt_pair_list *list
         stats->input_lines += row->input_lines;
         stats->kept_pairs += row->kept_pairs;
         add_drops(&stats->dropped, &row->dropped);
-        if (rc == 0 && row->kept_pairs == 0) {
+        /* nothing usable is a mistake (format, columns, limits) unless an
+         * extra source only repeated what an earlier one had */
+        if (rc == 0 && row->kept_pairs == 0 && (s == 0 || spec->is_dev || row->dropped.duplicate == 0)) {
             snprintf(err, errlen, "no sentence pairs left after cleaning %s (%ld input lines): check the input "
                      "format (English<TAB>Spanish per line, or the source's en=/es= columns) and "
                      "--max-words/--max-ratio", spec->path, row->input_lines);
             rc = -1;
+        } else if (rc == 0 && row->kept_pairs == 0 && log) {
+            fprintf(log, "prepare: warning: %s adds nothing: all its %ld usable pairs are in earlier sources\n",
+                    spec->path, row->dropped.duplicate);
         }
     }
     cleaner_free(&cl);
