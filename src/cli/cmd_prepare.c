@@ -36,7 +36,7 @@ static void usage(FILE *out) {
             "train only. A pair kept by an earlier source (primary first, then in the order\n"
             "given) is dropped from later ones as a duplicate, and training pairs whose\n"
             "English sentence is in valid/test are dropped (\"held\"). --dev-file SPEC makes the\n"
-            "valid split that file's pairs (no length/markup rules applied); the primary's\n"
+            "valid split that file's pairs (no length or dedup rules); the primary's\n"
             "would-be valid pairs then train, so the test split stays the same. A per-source\n"
             "table of pairs read, kept and dropped by reason is printed and kept in manifest.json.\n"
             "\noptions:\n");

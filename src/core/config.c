@@ -49,7 +49,7 @@ static const field fields[] = {
     F("tgt_file", T_PATH, tgt_file, "", "data", "aligned plain-text target (Spanish) file"),
     F("source", T_LIST, sources, "", "data",
       "another corpus, repeatable: PATH[:OPTIONS] (TSV) or EN_PATH+ES_PATH[:OPTIONS] (line-aligned files); "
-      "OPTIONS: en=COL,es=COL,weight=N,name=NAME,max_words=N,max_ratio=X,markup=drop,primary (see above)"),
+      "OPTIONS: en=COL,es=COL,weight=N,name=NAME,max_words=N,max_ratio=X,markup=drop,primary (projmt prepare --help)"),
     F("dev_file", T_STRING, dev_file, "", "data",
       "validation split from this source (same syntax as --source) instead of carving it from the primary"),
     F("data_dir", T_PATH, data_dir, "data/spa-eng", "data,train", "prepared data directory"),
