@@ -94,14 +94,19 @@ static int apply_option(pmt_source_spec *spec, const char *text, const char *opt
     return -1;
 }
 
-int pmt_source_spec_parse(const char *text, const pmt_config *cfg, pmt_source_spec *spec, char *err,
-                          size_t errlen) {
+/* A spec with every option at its default (cfg's global limits). */
+static void spec_defaults(pmt_source_spec *spec, const pmt_config *cfg) {
     memset(spec, 0, sizeof *spec);
     spec->en_col = 1;
     spec->es_col = 2;
     spec->weight = 1;
     spec->max_words = cfg->max_words;
     spec->max_ratio = cfg->max_ratio;
+}
+
+int pmt_source_spec_parse(const char *text, const pmt_config *cfg, pmt_source_spec *spec, char *err,
+                          size_t errlen) {
+    spec_defaults(spec, cfg);
     const char *colon = strrchr(text, ':');
     if (colon && strchr(colon, '/')) colon = NULL;   /* a ':' inside a folder name */
     size_t path_len = colon ? (size_t)(colon - text) : strlen(text);
@@ -147,15 +152,11 @@ int pmt_source_set_from_config(const pmt_config *cfg, pmt_source_set *set, char 
         return -1;
     }
     if (have_src || cfg->corpus[0]) {
+        /* the paths are taken as they are: no OPTIONS, no '+' */
         pmt_source_spec *p = &set->spec[set->n++];
-        memset(p, 0, sizeof *p);
+        spec_defaults(p, cfg);
         snprintf(p->path, sizeof p->path, "%s", have_src ? cfg->src_file : cfg->corpus);
         if (have_src) snprintf(p->es_path, sizeof p->es_path, "%s", cfg->tgt_file);
-        p->en_col = 1;
-        p->es_col = 2;
-        p->weight = 1;
-        p->max_words = cfg->max_words;
-        p->max_ratio = cfg->max_ratio;
         p->primary = 1;
         default_name(p);
     }
