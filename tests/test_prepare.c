@@ -236,7 +236,7 @@ static void check_manifest(const char *dir, int input_lines) {
     snprintf(want, sizeof want, "\"input_lines\": %d,", input_lines);
     CHECK_MSG(strstr(m, want) != NULL, "manifest lacks %s", want);
     CHECK(strstr(m, "\"dropped\": {\"invalid_utf8\": 2, \"malformed\": 1, \"empty\": 2, \"duplicate\": 15, "
-                    "\"too_long\": 3, \"length_ratio\": 2}") != NULL);
+                    "\"too_long\": 3, \"length_ratio\": 2, \"markup\": 0, \"held_out\": 0}") != NULL);
     CHECK(strstr(m, "\"kept_pairs\": 301,") != NULL);
     CHECK(strstr(m, "\"valid\": {\"pairs\": 20,") != NULL);
     CHECK(strstr(m, "\"p50\": ") != NULL && strstr(m, "\"coverage\": ") != NULL && strstr(m, "\"seed\": 7}") != NULL);

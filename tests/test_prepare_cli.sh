@@ -94,5 +94,33 @@ no_outputs "$tmp/f5"
 run bad-ratio nonzero "max_ratio" --corpus "$tmp/good.tsv" --data-dir "$tmp/f6" --max-ratio 0.5
 no_outputs "$tmp/f6"
 
+# Several sources: a gzip'd TSV with a reference column (found by its
+# magic bytes: no .gz in the name), weight 2; the per-source table; a config
+# file's `source` lines, which a --source flag replaces.
+make_pairs 100 | awk -F'\t' '{ sub(/\.$/, " today.", $1); sub(/\.$/, " hoy.", $2); printf "Ref %d\t%s\t%s\n", NR, $1, $2 }' \
+  > "$tmp/ref.tsv"
+make_pairs 280 | awk -F'\t' '{ printf "%s\tOtra versión %d.\n", $1, NR }' | gzip -c > "$tmp/other.tsv.gz"
+gzip -c "$tmp/ref.tsv" > "$tmp/ref-gz"
+run help-lists-source 0 "EN_PATH\+ES_PATH" --help
+run dump-sources 0 "source = a.tsv:weight=2" --dump-config --source a.tsv:weight=2
+run several 0 "ref +extra +2 +100 +100 +200 " --corpus "$tmp/good.tsv" --source "$tmp/ref-gz:en=2,es=3,weight=2,name=ref" \
+  --data-dir "$tmp/several" "${small[@]}"
+[ "$(wc -l < "$tmp/several/train.en")" -eq $((240 + 200)) ] && ok || fail "several: train.en should have 440 lines"
+cmp -s "$tmp/out/test.en" "$tmp/several/test.en" && cmp -s "$tmp/out/valid.es" "$tmp/several/valid.es" && ok ||
+  fail "several: valid/test differ from the run on good.tsv alone"
+grep -q '"name": "ref", "role": "extra", "weight": 2' "$tmp/several/manifest.json" && ok || fail "several: manifest row"
+run held-out 0 "other +extra +1 +280 +240 +240 .* 40$" --corpus "$tmp/good.tsv" --source "$tmp/other.tsv.gz" \
+  --data-dir "$tmp/held" "${small[@]}"
+printf 'source = %s\nsource = %s\n' "$tmp/ref-gz:en=2,es=3" "$tmp/no-such-file.tsv" > "$tmp/sources.ini"
+run ini-sources nonzero "no-such-file.tsv" --config "$tmp/sources.ini" --corpus "$tmp/good.tsv" --data-dir "$tmp/f7" "${small[@]}"
+no_outputs "$tmp/f7"
+run flag-replaces-ini 0 "pairs kept" --config "$tmp/sources.ini" --source "$tmp/ref-gz:en=2,es=3" --corpus "$tmp/good.tsv" \
+  --data-dir "$tmp/f8" "${small[@]}"
+head -c 300 "$tmp/other.tsv.gz" > "$tmp/cut.tsv.gz"
+run truncated-gz nonzero "cut.tsv.gz.*truncated gzip" --corpus "$tmp/good.tsv" --source "$tmp/cut.tsv.gz" --data-dir "$tmp/f9" "${small[@]}"
+no_outputs "$tmp/f9"
+run bad-spec nonzero "unknown option 'wieght'" --corpus "$tmp/good.tsv" --source "$tmp/ref.tsv:wieght=2" --data-dir "$tmp/f10" "${small[@]}"
+no_outputs "$tmp/f10"
+
 echo "$passed passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -16,9 +16,14 @@
 #include <string.h>
 
 /* T_PATH is a T_STRING naming a file or folder: checked by pmt_path_check
- * ("" is allowed and means unset; whoever needs the path refuses ""). */
+ * ("" is allowed and means unset; whoever needs the path refuses "").
+ * T_LIST is a repeatable key (`source`): each value is appended as one line
+ * of the field, an empty value clears it; --dump-config writes the empty
+ * value first and then one line per entry, so the text reads back as
+ * itself, and the first command-line flag of the key replaces the config
+ * file's list (flags override the file, as for every key). */
 typedef enum {
-    T_INT, T_ULONG, T_DOUBLE, T_STRING, T_PATH, T_KIND, T_SIGMA, T_KERNEL, T_METRIC, T_PRECISION, T_COMPUTE
+    T_INT, T_ULONG, T_DOUBLE, T_STRING, T_PATH, T_LIST, T_KIND, T_SIGMA, T_KERNEL, T_METRIC, T_PRECISION, T_COMPUTE
 } field_type;
 
 typedef struct {
@@ -42,6 +47,11 @@ static const field fields[] = {
     F("corpus", T_PATH, corpus, "", "data", "Anki/Tatoeba TSV: English<TAB>Spanish[<TAB>attribution]"),
     F("src_file", T_PATH, src_file, "", "data", "aligned plain-text source (English) file"),
     F("tgt_file", T_PATH, tgt_file, "", "data", "aligned plain-text target (Spanish) file"),
+    F("source", T_LIST, sources, "", "data",
+      "another corpus, repeatable: PATH[:OPTIONS] (TSV) or EN_PATH+ES_PATH[:OPTIONS] (line-aligned files); "
+      "OPTIONS: en=COL,es=COL,weight=N,name=NAME,max_words=N,max_ratio=X,markup=drop,primary (projmt prepare --help)"),
+    F("dev_file", T_STRING, dev_file, "", "data",
+      "validation split from this source (same syntax as --source) instead of carving it from the primary"),
     F("data_dir", T_PATH, data_dir, "data/spa-eng", "data,train", "prepared data directory"),
     F("valid_size", T_INT, valid_size, "2000", "data", "sentence pairs held out for validation"),
     F("test_size", T_INT, test_size, "2000", "data", "sentence pairs held out for test"),
@@ -278,6 +288,19 @@ static int set_field(pmt_config *cfg, const field *f, const char *value, char *e
         *(double *)p = v;
         return 0;
     }
+    case T_LIST: {
+        if (!value[0]) { p[0] = '\0'; return 0; }
+        if (ini_safe(f, value, err, errlen) != 0) return -1;
+        size_t used = strlen(p), n = strlen(value);
+        if (used + (used > 0) + n >= f->size) {
+            snprintf(err, errlen, "too many or too long values for '%s' (all together at most %zu bytes)", f->key,
+                     f->size - 1);
+            return -1;
+        }
+        if (used) p[used++] = '\n';
+        memcpy(p + used, value, n + 1);
+        return 0;
+    }
     case T_PATH:
         if (pmt_path_check(f->key, value, 1, err, errlen) != 0) return -1;
         /* fall through - stored like any string */
@@ -358,7 +381,8 @@ static void format_field(const pmt_config *cfg, const field *f, char *buf, size_
     case T_ULONG: snprintf(buf, len, "%lu", *(const unsigned long *)p); break;
     case T_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)p); break;
     case T_STRING:
-    case T_PATH: snprintf(buf, len, "%s", p); break;
+    case T_PATH:
+    case T_LIST: snprintf(buf, len, "%s", p); break;
     case T_KIND: snprintf(buf, len, "%s", pmt_attention_kind_name(*(const int *)p)); break;
     case T_SIGMA: snprintf(buf, len, "%s", *(const int *)p ? "learned" : "fixed"); break;
     case T_KERNEL: snprintf(buf, len, "%s", pmt_kernel_name(*(const int *)p)); break;
@@ -380,6 +404,18 @@ static size_t write_ini(const pmt_config *cfg, char *out, size_t cap) {
         if (strncmp(section, group, glen) || section[glen] != '\0') {
             snprintf(section, sizeof section, "%.*s", (int)glen, group);
             n += (size_t)snprintf(out ? out + n : NULL, out ? cap - n : 0, "%s[%s]\n", i ? "\n" : "", section);
+        }
+        if (fields[i].type == T_LIST) {
+            /* the empty value first (it clears), then one line per entry */
+            const char *entry = (const char *)cfg + fields[i].offset;
+            n += (size_t)snprintf(out ? out + n : NULL, out ? cap - n : 0, "%s = \n", fields[i].key);
+            while (*entry) {
+                int len = (int)strcspn(entry, "\n");
+                n += (size_t)snprintf(out ? out + n : NULL, out ? cap - n : 0, "%s = %.*s\n", fields[i].key, len,
+                                      entry);
+                entry += len + (entry[len] == '\n');
+            }
+            continue;
         }
         format_field(cfg, &fields[i], value, sizeof value);
         n += (size_t)snprintf(out ? out + n : NULL, out ? cap - n : 0, "%s = %s\n", fields[i].key, value);
@@ -569,6 +605,7 @@ int pmt_config_parse_args(pmt_config *cfg, int argc, char **argv,
                           int *help, int *dump, char *err, size_t errlen) {
     *help = 0;
     *dump = 0;
+    unsigned char list_replaced[N_FIELDS] = {0};   /* T_LIST keys a flag already set */
     if (extra)
         for (int i = 0; extra[i]; i++) extra_val[i] = NULL;
     /* The config file goes first, whatever its position, so flags override it. */
@@ -613,6 +650,11 @@ int pmt_config_parse_args(pmt_config *cfg, int argc, char **argv,
         } else {
             if (i + 1 >= argc) { snprintf(err, errlen, "option --%s needs a value", key); return -1; }
             value = argv[++i];
+        }
+        const field *f = find_field(key);
+        if (f && f->type == T_LIST && !list_replaced[f - fields]) {
+            list_replaced[f - fields] = 1;
+            ((char *)cfg + f->offset)[0] = '\0';   /* the flags' list replaces the file's */
         }
         if (pmt_config_set(cfg, key, value, err, errlen) != 0) return -1;
     }

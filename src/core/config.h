@@ -16,6 +16,8 @@
 #include <stdio.h>
 
 #define PMT_PATH_MAX 1024
+/* Room for every `source` entry of prepare (one per line, see config.c). */
+#define PMT_SOURCES_TEXT 8192
 
 /* Attention form at one site. */
 typedef enum { PMT_ATTN_STANDARD = 0, PMT_ATTN_PROJECTION = 1 } pmt_attention_kind;
@@ -73,6 +75,9 @@ typedef struct pmt_config {
     char corpus[PMT_PATH_MAX];      /* Anki TSV: English<TAB>Spanish[<TAB>attribution] */
     char src_file[PMT_PATH_MAX];    /* or two aligned plain-text files */
     char tgt_file[PMT_PATH_MAX];
+    char sources[PMT_SOURCES_TEXT]; /* more corpora, one spec a line (repeatable key
+                                       `source`; syntax in data/prepare_internal.h) */
+    char dev_file[PMT_PATH_MAX];    /* validation split from this source spec ("" = carve) */
     char data_dir[PMT_PATH_MAX];    /* prepared data: splits, spm.model, *.tok */
     int valid_size;                 /* pairs held out for validation */
     int test_size;                  /* pairs held out for test */

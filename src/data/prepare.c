@@ -11,6 +11,13 @@
  *
  * Why our own PRNG: rand() differs between libcs; splitmix64 + Fisher–Yates
  * with rejection sampling gives the same split for the same seed everywhere.
+ *
+ * Why only the primary source is split: valid/test are carved from it by
+ * the same seeded shuffle as when it is the only source, so adding corpora
+ * (or a dev file) never changes the test set and scores stay comparable.
+ * Every other source goes to training, weight times, minus any pair whose
+ * English sentence is held out (valid/test), so no test sentence is
+ * trained on through another corpus.
  */
 #include "data/prepare.h"
 
@@ -158,14 +165,15 @@ static void split_plan_free(split_plan *s) {
 /* Chooses the split of every English sentence's group of pairs: groups are
  * taken in shuffled order and go to valid, else test, when they still fit
  * there, else to train. */
-static int assign_splits(const pmt_pair_list *list, const long *order, const pmt_config *cfg, split_plan *plan) {
+static int assign_splits(const pmt_pair_list *list, long n, const long *order, const pmt_config *cfg,
+                         split_plan *plan) {
     pmt_strmap groups;
-    int *group_of = malloc((size_t)list->n * sizeof *group_of);
-    long *group_size = calloc((size_t)list->n, sizeof *group_size);
-    signed char *group_split = malloc((size_t)list->n);
-    int ok = group_of && group_size && group_split && pmt_strmap_init(&groups, (size_t)list->n) == 0;
+    int *group_of = malloc((size_t)n * sizeof *group_of);
+    long *group_size = calloc((size_t)n, sizeof *group_size);
+    signed char *group_split = malloc((size_t)n);
+    int ok = group_of && group_size && group_split && pmt_strmap_init(&groups, (size_t)n) == 0;
     long n_groups = 0;
-    for (long i = 0; ok && i < list->n; i++) {
+    for (long i = 0; ok && i < n; i++) {
         const char *en = list->pairs[i].side[PMT_SIDE_EN];
         int inserted;
         int *g = pmt_strmap_get_or_insert(&groups, en, strlen(en), (int)n_groups, &inserted);
@@ -175,7 +183,7 @@ static int assign_splits(const pmt_pair_list *list, const long *order, const pmt
         group_size[*g]++;
     }
     long capacity[PMT_SPLITS] = {0, cfg->valid_size, cfg->test_size}, used[PMT_SPLITS] = {0, 0, 0};
-    for (long i = 0; ok && i < list->n; i++) {
+    for (long i = 0; ok && i < n; i++) {
         int g = group_of[order[i]];
         if (group_split[g] < 0) {
             int k = PMT_SPLIT_TRAIN;
@@ -194,22 +202,23 @@ static int assign_splits(const pmt_pair_list *list, const long *order, const pmt
     return ok ? 0 : -1;
 }
 
-/* Shuffles the cleaned pairs and assigns them to splits; refuses sizes that
- * would leave nothing to train on. */
-static int make_split_plan(const pmt_pair_list *list, const pmt_config *cfg, split_plan *plan, char *err, size_t errlen) {
+/* Shuffles the primary source's cleaned pairs (the list's first n) and
+ * assigns them to splits; refuses sizes that would leave nothing to train on. */
+static int make_split_plan(const pmt_pair_list *list, long n, const pmt_config *cfg, split_plan *plan, char *err,
+                           size_t errlen) {
     memset(plan, 0, sizeof *plan);
-    if ((long)cfg->valid_size + cfg->test_size >= list->n) {
+    if ((long)cfg->valid_size + cfg->test_size >= n) {
         snprintf(err, errlen, "valid_size (%d) + test_size (%d) leaves no training pairs out of %ld cleaned pairs; "
-                 "lower --valid-size/--test-size", cfg->valid_size, cfg->test_size, list->n);
+                 "lower --valid-size/--test-size", cfg->valid_size, cfg->test_size, n);
         return -1;
     }
-    long *order = malloc((size_t)list->n * sizeof *order);
+    long *order = malloc((size_t)n * sizeof *order);
     int ok = order != NULL;
-    for (int k = 0; ok && k < PMT_SPLITS; k++) ok = (plan->idx[k] = malloc((size_t)list->n * sizeof(long))) != NULL;
+    for (int k = 0; ok && k < PMT_SPLITS; k++) ok = (plan->idx[k] = malloc((size_t)n * sizeof(long))) != NULL;
     if (ok) {
-        for (long i = 0; i < list->n; i++) order[i] = i;
-        shuffle_indices(order, list->n, cfg->seed);
-        ok = assign_splits(list, order, cfg, plan) == 0;
+        for (long i = 0; i < n; i++) order[i] = i;
+        shuffle_indices(order, n, cfg->seed);
+        ok = assign_splits(list, n, order, cfg, plan) == 0;
     }
     free(order);
     if (!ok) {
@@ -218,6 +227,94 @@ static int make_split_plan(const pmt_pair_list *list, const pmt_config *cfg, spl
         return -1;
     }
     return 0;
+}
+
+/* ---- the other sources ------------------------------------------------ */
+
+/* 1 if the English side of pair i is held out (value 1 in the map). The
+ * map has no plain lookup: an absent sentence is inserted with -1 (not held
+ * out; its key is the pair's own text, alive as long as the map), which a
+ * later lookup reads the same way. */
+static int held_out(pmt_strmap *held, const pmt_pair_list *list, long i, int *oom) {
+    const char *en = list->pairs[i].side[PMT_SIDE_EN];
+    int inserted = 0;
+    int *v = pmt_strmap_get_or_insert(held, en, strlen(en), -1, &inserted);
+    if (!v) { *oom = 1; return 0; }
+    return *v >= 0;
+}
+
+/* Completes the plan from the primary's split: with a dev set, valid is the
+ * dev set and the primary's carved valid pairs train (so test is what it
+ * would be without it); then the training list is rebuilt as the primary's
+ * training pairs and every other source's pairs, each weight times, without
+ * pairs whose English sentence is held out. Fills the per-source rows. */
+static int add_sources_to_plan(const pmt_pair_list *list, split_plan *plan, pmt_prepare_stats *stats, char *err,
+                               size_t errlen) {
+    const pmt_source_set *set = list->sources;
+    long first_dev = list->first[list->n_sources], n_dev = list->has_dev ? list->n - first_dev : 0;
+    long *dev_idx = NULL;
+    if (list->has_dev) {
+        /* the carved valid pairs join the primary's training pairs (plan
+         * arrays hold the primary's n pairs, so they fit) */
+        for (long i = 0; i < plan->n[PMT_SPLIT_VALID]; i++)
+            plan->idx[PMT_SPLIT_TRAIN][plan->n[PMT_SPLIT_TRAIN]++] = plan->idx[PMT_SPLIT_VALID][i];
+        if (!(dev_idx = malloc((size_t)(n_dev > 0 ? n_dev : 1) * sizeof *dev_idx))) goto oom;
+        for (long i = 0; i < n_dev; i++) dev_idx[i] = first_dev + i;
+        free(plan->idx[PMT_SPLIT_VALID]);
+        plan->idx[PMT_SPLIT_VALID] = dev_idx;
+        plan->n[PMT_SPLIT_VALID] = n_dev;
+    }
+    pmt_strmap held;
+    if (pmt_strmap_init(&held, (size_t)(plan->n[PMT_SPLIT_VALID] + plan->n[PMT_SPLIT_TEST]) + 1) != 0) goto oom;
+    int inserted, oom = 0;
+    for (int k = PMT_SPLIT_VALID; k <= PMT_SPLIT_TEST; k++)
+        for (long i = 0; i < plan->n[k]; i++) {
+            const char *en = list->pairs[plan->idx[k][i]].side[PMT_SIDE_EN];
+            if (!pmt_strmap_get_or_insert(&held, en, strlen(en), 1, &inserted)) oom = 1;
+        }
+    long total = 0;
+    for (int s = 0; s < list->n_sources; s++)
+        total += (s == 0 ? plan->n[PMT_SPLIT_TRAIN] : list->first[s + 1] - list->first[s]) * set->spec[s].weight;
+    long *train = malloc((size_t)(total > 0 ? total : 1) * sizeof *train), n_train = 0;
+    if (!train) oom = 1;
+    for (int s = 0; !oom && s < list->n_sources; s++) {
+        pmt_source_stats *row = &stats->source[s];
+        long start = n_train;
+        if (s == 0) {
+            for (long i = 0; !oom && i < plan->n[PMT_SPLIT_TRAIN]; i++) {
+                long p = plan->idx[PMT_SPLIT_TRAIN][i];
+                if (list->has_dev && held_out(&held, list, p, &oom)) row->dropped.held_out++;
+                else train[n_train++] = p;
+            }
+            row->split_pairs[PMT_SPLIT_VALID] = list->has_dev ? 0 : plan->n[PMT_SPLIT_VALID];
+            row->split_pairs[PMT_SPLIT_TEST] = plan->n[PMT_SPLIT_TEST];
+        } else {
+            for (long p = list->first[s]; !oom && p < list->first[s + 1]; p++) {
+                if (held_out(&held, list, p, &oom)) row->dropped.held_out++;
+                else train[n_train++] = p;
+            }
+        }
+        long once = n_train - start;
+        for (int w = 1; w < set->spec[s].weight; w++)
+            for (long i = 0; i < once; i++) train[n_train++] = train[start + i];
+        row->kept_pairs -= row->dropped.held_out;
+        row->split_pairs[PMT_SPLIT_TRAIN] = n_train - start;
+        stats->dropped.held_out += row->dropped.held_out;
+        stats->kept_pairs -= row->dropped.held_out;
+    }
+    if (list->has_dev) {
+        pmt_source_stats *row = &stats->source[list->n_sources];
+        row->split_pairs[PMT_SPLIT_VALID] = n_dev;
+    }
+    pmt_strmap_free(&held);
+    if (oom) { free(train); goto oom; }
+    free(plan->idx[PMT_SPLIT_TRAIN]);
+    plan->idx[PMT_SPLIT_TRAIN] = train;
+    plan->n[PMT_SPLIT_TRAIN] = n_train;
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory while adding the sources to the training split");
+    return -1;
 }
 
 /* ---- text outputs ----------------------------------------------------- */
@@ -423,9 +520,10 @@ static int run_phases(const pmt_config *cfg, const pmt_pair_list *list, output_s
                       pmt_prepare_stats *stats, char *err, size_t errlen) {
     double t = pmt_now_seconds();
     split_plan plan;
-    if (make_split_plan(list, cfg, &plan, err, errlen) != 0) return -1;
+    if (make_split_plan(list, list->first[1], cfg, &plan, err, errlen) != 0) return -1;
+    int rc = add_sources_to_plan(list, &plan, stats, err, errlen);
     const char *train_text[PMT_SIDES];
-    int rc = write_split_texts(cfg, list, &plan, out, train_text, err, errlen);
+    if (rc == 0) rc = write_split_texts(cfg, list, &plan, out, train_text, err, errlen);
     stats->seconds_split = pmt_now_seconds() - t;
 
     char model_path[OUT_PATH];

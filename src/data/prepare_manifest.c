@@ -32,6 +32,31 @@ static void write_split(FILE *f, const pmt_split_stats *st) {
     fprintf(f, "}}");
 }
 
+/* One drop-count object (the same keys in the totals and each source row). */
+static void write_drops(FILE *f, const pmt_drop_counts *d) {
+    fprintf(f, "{\"invalid_utf8\": %ld, \"malformed\": %ld, \"empty\": %ld, \"duplicate\": %ld, "
+            "\"too_long\": %ld, \"length_ratio\": %ld, \"markup\": %ld, \"held_out\": %ld}",
+            d->invalid_utf8, d->malformed, d->empty, d->duplicate, d->too_long, d->length_ratio, d->markup,
+            d->held_out);
+}
+
+/* The per-source table: one object per source, primary first, dev last. */
+static void write_sources(FILE *f, const pmt_prepare_stats *st) {
+    fprintf(f, "  \"sources\": [\n");
+    for (int i = 0; i < st->n_sources; i++) {
+        const pmt_source_stats *r = &st->source[i];
+        fprintf(f, "    {\"name\": ");
+        pmt_json_string(f, r->name);
+        fprintf(f, ", \"role\": \"%s\", \"weight\": %d, \"input_lines\": %ld, \"kept_pairs\": %ld,\n",
+                r->role ? r->role : "", r->weight, r->input_lines, r->kept_pairs);
+        fprintf(f, "     \"split_pairs\": {\"train\": %ld, \"valid\": %ld, \"test\": %ld},\n     \"dropped\": ",
+                r->split_pairs[PMT_SPLIT_TRAIN], r->split_pairs[PMT_SPLIT_VALID], r->split_pairs[PMT_SPLIT_TEST]);
+        write_drops(f, &r->dropped);
+        fprintf(f, "}%s\n", i + 1 < st->n_sources ? "," : "");
+    }
+    fprintf(f, "  ],\n");
+}
+
 /* The data settings of the run, so the manifest alone explains the files. */
 static void write_config(FILE *f, const pmt_config *cfg) {
     fprintf(f, "  \"config\": {\"corpus\": ");
@@ -40,6 +65,18 @@ static void write_config(FILE *f, const pmt_config *cfg) {
     pmt_json_string(f, cfg->src_file);
     fprintf(f, ", \"tgt_file\": ");
     pmt_json_string(f, cfg->tgt_file);
+    fprintf(f, ", \"sources\": [");
+    for (const char *line = cfg->sources; *line;) {
+        size_t len = strcspn(line, "\n");
+        char spec[PMT_SOURCES_TEXT];
+        memcpy(spec, line, len);
+        spec[len] = '\0';
+        fprintf(f, "%s", line == cfg->sources ? "" : ", ");
+        pmt_json_string(f, spec);
+        line += len + (line[len] == '\n');
+    }
+    fprintf(f, "], \"dev_file\": ");
+    pmt_json_string(f, cfg->dev_file);
     fprintf(f, ", \"data_dir\": ");
     pmt_json_string(f, cfg->data_dir);
     fprintf(f, ",\n    \"valid_size\": %d, \"test_size\": %d, \"max_words\": %d, \"max_ratio\": %.17g,\n",
@@ -51,12 +88,11 @@ static void write_config(FILE *f, const pmt_config *cfg) {
 
 /* The whole manifest; I/O errors are caught by the caller via ferror/fclose. */
 static void write_manifest_body(FILE *f, const pmt_config *cfg, const pmt_prepare_stats *st) {
-    const pmt_drop_counts *d = &st->dropped;
     fprintf(f, "{\n  \"format\": \"projmt-prepare\", \"version\": 1,\n");
     fprintf(f, "  \"input_lines\": %ld,\n", st->input_lines);
-    fprintf(f, "  \"dropped\": {\"invalid_utf8\": %ld, \"malformed\": %ld, \"empty\": %ld, \"duplicate\": %ld, "
-            "\"too_long\": %ld, \"length_ratio\": %ld},\n",
-            d->invalid_utf8, d->malformed, d->empty, d->duplicate, d->too_long, d->length_ratio);
+    fprintf(f, "  \"dropped\": ");
+    write_drops(f, &st->dropped);
+    fprintf(f, ",\n");
     fprintf(f, "  \"kept_pairs\": %ld,\n", st->kept_pairs);
     fprintf(f, "  \"split_rule\": \"seeded shuffle; all translations of one English sentence share a split\",\n");
     fprintf(f, "  \"splits\": {\n");
@@ -73,6 +109,7 @@ static void write_manifest_body(FILE *f, const pmt_config *cfg, const pmt_prepar
             "\"text\": [\"train.en\", \"train.es\", \"valid.en\", \"valid.es\", \"test.en\", \"test.es\"]},\n");
     fprintf(f, "  \"seconds\": {\"read\": %.3f, \"split\": %.3f, \"spm\": %.3f, \"encode\": %.3f, \"total\": %.3f},\n",
             st->seconds_read, st->seconds_split, st->seconds_spm, st->seconds_encode, st->seconds_total);
+    write_sources(f, st);
     write_config(f, cfg);
     fprintf(f, "}\n");
 }
@@ -86,8 +123,9 @@ int pmt_prepare_write_manifest(pmt_atomic_file *af, const pmt_config *cfg, const
 void pmt_prepare_print_summary(FILE *out, const pmt_config *cfg, const pmt_prepare_stats *st) {
     const pmt_drop_counts *d = &st->dropped;
     fprintf(out, "prepare: %ld input lines -> %ld pairs kept (dropped: %ld invalid UTF-8, %ld malformed, %ld empty, "
-            "%ld duplicate, %ld too long, %ld length ratio)\n", st->input_lines, st->kept_pairs,
-            d->invalid_utf8, d->malformed, d->empty, d->duplicate, d->too_long, d->length_ratio);
+            "%ld duplicate, %ld too long, %ld length ratio, %ld markup, %ld held out)\n", st->input_lines,
+            st->kept_pairs, d->invalid_utf8, d->malformed, d->empty, d->duplicate, d->too_long, d->length_ratio,
+            d->markup, d->held_out);
     for (int k = 0; k < PMT_SPLITS; k++) {
         const pmt_split_stats *s = &st->split[k];
         fprintf(out, "  %-5s %7ld pairs  tokens en %8ld es %8ld  len p50/p90/p99/max en %d/%d/%d/%d es %d/%d/%d/%d"
@@ -95,6 +133,18 @@ void pmt_prepare_print_summary(FILE *out, const pmt_config *cfg, const pmt_prepa
                 s->length[0].p50, s->length[0].p90, s->length[0].p99, s->length[0].max,
                 s->length[1].p50, s->length[1].p90, s->length[1].p99, s->length[1].max,
                 100.0 * ratio(s->unk_tokens[0] + s->unk_tokens[1], s->tokens[0] + s->tokens[1]));
+    }
+    fprintf(out, "  per source (dropped: utf8 = invalid UTF-8, held = English sentence in valid/test):\n");
+    fprintf(out, "    %-12s %-7s %6s %8s %8s %8s %6s %6s | %6s %6s %6s %6s %6s %6s %6s %6s\n", "source", "role",
+            "weight", "read", "kept", "train", "valid", "test", "utf8", "malfrm", "empty", "dup", "long", "ratio",
+            "markup", "held");
+    for (int i = 0; i < st->n_sources; i++) {
+        const pmt_source_stats *r = &st->source[i];
+        const pmt_drop_counts *x = &r->dropped;
+        fprintf(out, "    %-12s %-7s %6d %8ld %8ld %8ld %6ld %6ld | %6ld %6ld %6ld %6ld %6ld %6ld %6ld %6ld\n", r->name,
+                r->role ? r->role : "", r->weight, r->input_lines, r->kept_pairs, r->split_pairs[PMT_SPLIT_TRAIN],
+                r->split_pairs[PMT_SPLIT_VALID], r->split_pairs[PMT_SPLIT_TEST], x->invalid_utf8, x->malformed,
+                x->empty, x->duplicate, x->too_long, x->length_ratio, x->markup, x->held_out);
     }
     fprintf(out, "  vocab %d (%s), %d ids used in train (%.1f%%)\n", st->vocab_size, cfg->spm_model_type,
             st->vocab_used_in_train, 100.0 * ratio(st->vocab_used_in_train, st->vocab_size));

@@ -60,7 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check_side(list.pairs[i].side[PMT_SIDE_ES]);
         }
         const pmt_drop_counts *d = &stats.dropped;
-        long dropped = d->invalid_utf8 + d->malformed + d->empty + d->duplicate + d->too_long + d->length_ratio;
+        long dropped = d->invalid_utf8 + d->malformed + d->empty + d->duplicate + d->too_long + d->length_ratio +
+                       d->markup + d->held_out;
         if (list.n != stats.kept_pairs || stats.kept_pairs + dropped != stats.input_lines) abort();
         pmt_pair_list_free(&list);
     } else if (err[0] == '\0') {
