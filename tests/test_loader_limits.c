@@ -9,9 +9,9 @@
  * capped (RLIMIT_AS) and whose peak resident memory is measured (VmHWM):
  * the load must fail with a message naming the file, the key, the value
  * and the limit (or the first tensor that differs), and the peak must stay
- * small. Before the checks, the loaders sized the model by the config and
- * the mismatched file alone made ~400 MB resident; the others asked for
- * more than the cap and failed as "out of memory", or overflowed int.
+ * small. Before the checks, the loaders sized the model by the config:
+ * several files made hundreds of MB resident from a 4 KB file, the others
+ * asked for more than the cap and failed as "out of memory".
  * A real small checkpoint, and the generator's tiny model that the crafted
  * files are variations of, load under the same cap, so neither the cap nor
  * the generator is what refuses the crafted files. Last, pmt_model_init refuses a config beyond
@@ -41,7 +41,7 @@
 
 /* Room above the child's address space at fork: a real small model needs a
  * few MB; every crafted file asked the old loaders for far more (or, for
- * the mismatched one, ~400 MB resident, caught by the peak check). */
+ * the mismatched one, hundreds of MB resident, caught by the peak check). */
 #define ADDRESS_SPACE_ROOM ((rlim_t)1 << 30)
 /* Most a refused load may add to the peak resident memory. */
 #define PEAK_GROWTH_KB (16 * 1024L)
@@ -107,15 +107,19 @@ static int write_framed(const char *in, const char *out, int add_model_magic) {
 }
 
 typedef struct {
-    int rc;               /* of pmt_checkpoint_load_model */
+    int rc;               /* of the call */
     long peak_growth_kb;  /* VmHWM after the load minus VmRSS before */
     char err[600];
 } child_report;
 
-/* Loads path for translation in a forked child under the address-space cap
- * and reports what happened. 0, or -1 when the child did not report (it
- * crashed: counted as a failure by the caller). */
-static int load_in_child(const char *path, child_report *out) {
+/* One call whose memory is measured: 0 or -1 with err (a model it built is freed). */
+typedef int (*capped_call)(const void *arg, char *err, size_t errlen);
+
+/* Runs call(arg) in a forked child under the address-space cap and reports
+ * what happened, so that a build without the checks cannot take the
+ * machine's memory. 0, or -1 when the child did not report (it crashed:
+ * counted as a failure by the caller). */
+static int run_capped(capped_call call, const void *arg, const char *what, child_report *out) {
     int fds[2];
     if (pipe(fds) != 0) return -1;
     pid_t pid = fork();
@@ -136,10 +140,8 @@ static int load_in_child(const char *path, child_report *out) {
                                  (rlim_t)vm_before * 1024 + ADDRESS_SPACE_ROOM};
             if (setrlimit(RLIMIT_AS, &cap) != 0) _exit(3);
         }
-        pmt_model m;
-        r.rc = pmt_checkpoint_load_model(path, &m, 64, 0, NULL, r.err, sizeof r.err);
+        r.rc = call(arg, r.err, sizeof r.err);
         r.peak_growth_kb = status_kb("VmHWM") - rss_before;
-        if (r.rc == 0) pmt_model_free(&m);
         const ssize_t w = write(fds[1], &r, sizeof r);
         _exit(w == (ssize_t)sizeof r ? 0 : 4);
     }
@@ -149,11 +151,23 @@ static int load_in_child(const char *path, child_report *out) {
     int status = 0;
     if (waitpid(pid, &status, 0) != pid) return -1;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || got != (ssize_t)sizeof *out) {
-        fprintf(stderr, "    the child loading %s %s %d\n", path, WIFSIGNALED(status) ? "died of signal" : "exited",
+        fprintf(stderr, "    the child running %s %s %d\n", what, WIFSIGNALED(status) ? "died of signal" : "exited",
                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
         return -1;
     }
     return 0;
+}
+
+/* Loads a model for translation, as `projmt translate` does. */
+static int load_for_translation(const void *path, char *err, size_t errlen) {
+    pmt_model m;
+    if (pmt_checkpoint_load_model(path, &m, 64, 0, NULL, err, errlen) != 0) return -1;
+    pmt_model_free(&m);
+    return 0;
+}
+
+static int load_in_child(const char *path, child_report *out) {
+    return run_capped(load_for_translation, path, path, out);
 }
 
 static void test_crafted_files(const char *dir, const char *target) {
@@ -217,23 +231,42 @@ static void test_real_model_loads(const char *dir) {
 }
 
 /* pmt_model_init checks the limits too: a config from flags or a config
- * file is no more trusted than a stored one. (Values one step past the
- * limits of model/record.h, spelled out as the messages are.) */
-static void test_model_init_refuses(void) {
+ * file is no more trusted than a stored one. Each config is one step past
+ * a limit of model/record.h (spelled out here as the messages are). */
+typedef struct {
+    const char *key;
+    int value, vocab, training;
+    const char *expect;
+} beyond_limit;
+
+static int init_model(const void *arg, char *err, size_t errlen) {
+    const beyond_limit *b = arg;
     pmt_config cfg;
     pmt_model m;
-    char err[300] = "";
     pmt_config_defaults(&cfg);
-    cfg.d_model = 16384;
-    CHECK(pmt_model_init(&m, &cfg, 100, 64, 32, err, sizeof err) == -1);
-    CHECK_MSG(strstr(err, "d_model = 16384 is beyond this build's limit of 8192"), "message '%s'", err);
-    pmt_config_defaults(&cfg);
-    cfg.enc_layers = 1025;
-    CHECK(pmt_model_init_inference(&m, &cfg, 100, 64, 32, err, sizeof err) == -1);
-    CHECK_MSG(strstr(err, "enc_layers = 1025 is beyond"), "message '%s'", err);
-    pmt_config_defaults(&cfg);
-    CHECK(pmt_model_init_inference(&m, &cfg, 1048577, 64, 32, err, sizeof err) == -1);
-    CHECK_MSG(strstr(err, "vocabulary size = 1048577 is beyond"), "message '%s'", err);
+    char value[32];
+    snprintf(value, sizeof value, "%d", b->value);
+    if (pmt_config_set(&cfg, b->key, value, err, errlen) != 0) return -1;
+    const int rc = b->training ? pmt_model_init(&m, &cfg, b->vocab, 64, 32, err, errlen)
+                               : pmt_model_init_inference(&m, &cfg, b->vocab, 64, 32, err, errlen);
+    if (rc == 0) pmt_model_free(&m);
+    return rc;
+}
+
+static void test_model_init_refuses(void) {
+    static const beyond_limit configs[] = {
+        {"d_model", 16384, 100, 1, "d_model = 16384 is beyond this build's limit of 8192"},
+        {"enc_layers", 1025, 100, 0, "enc_layers = 1025 is beyond this build's limit of 1024"},
+        {"d_model", 256, 1048577, 0, "vocabulary size = 1048577 is beyond this build's limit of 1048576"},
+    };
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
+        child_report r;
+        CHECK_MSG(run_capped(init_model, &configs[i], configs[i].expect, &r) == 0, "%s: crashed", configs[i].expect);
+        CHECK_MSG(r.rc == -1 && strstr(r.err, configs[i].expect), "rc %d, message '%s' lacks '%s'", r.rc, r.err,
+                  configs[i].expect);
+        CHECK_MSG(r.peak_growth_kb >= 0 && r.peak_growth_kb < PEAK_GROWTH_KB, "%s: peak grew by %ld kB",
+                  configs[i].expect, r.peak_growth_kb);
+    }
 }
 
 int main(void) {

@@ -160,7 +160,7 @@ def crafted_loader_files():
         # size of wqkv, computed in int.
         ("overflow-3-d_model", model_config(d_model=715827884, n_heads=2), 4, tiny),
         # Within every limit, but the tiny table cannot be that model:
-        # ~98M parameters (393 MB) from a 4 KB file.
+        # ~60M parameters (242 MB) from a 4 KB file.
         ("mismatch-config-table", model_config(d_model=512, n_heads=8, d_ff=2048, enc_layers=6, dec_layers=6,
                                                max_len=128), 32000, tiny),
         ("mismatch-extra-tensor", model_config(), 4, tiny + [("extra", 2, 2)]),
