@@ -51,7 +51,8 @@ typedef struct {
     const char *expect;   /* what the message must say */
 } crafted;
 
-static const crafted cases[] = {
+/* The files written for both formats. */
+static const crafted shared_cases[] = {
     {"limit-d_model", "d_model = 1048576 is beyond this build's limit of 8192"},
     {"limit-n_heads", "n_heads = 4096 is beyond this build's limit of 256"},
     {"limit-head_size", "head size (d_model / n_heads) = 4096 is beyond this build's limit of 1024"},
@@ -65,6 +66,11 @@ static const crafted cases[] = {
     {"mismatch-config-table", "implies tensor 0 'wte' [32000 x 512] at offset 0, but its tensor table holds "
                               "'wte' [4 x 2] at offset 0"},
     {"mismatch-extra-tensor", "implies 35 tensors of 122 parameters, but its tensor table holds 36 tensors of 126"},
+};
+
+/* The limit only an exported file has: its shortlist's candidates per source piece. */
+static const crafted model_file_cases[] = {
+    {"limit-shortlist_per_source", "1001 per source piece of at most 1000"},
 };
 
 /* One "<key>: <n> kB" line of /proc/self/status, or -1. */
@@ -170,9 +176,9 @@ static int load_in_child(const char *path, child_report *out) {
     return run_capped(load_for_translation, path, path, out);
 }
 
-static void test_crafted_files(const char *dir, const char *target) {
+static void test_crafted_files(const char *dir, const char *target, const crafted *cases, size_t n_cases) {
     const int is_model_file = !strcmp(target, "model_file");
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    for (size_t i = 0; i < n_cases; i++) {
         char in[4200], path[4200];
         snprintf(in, sizeof in, "%s/tests/fuzz-regressions/%s/%s", test_source_dir(), target, cases[i].file);
         snprintf(path, sizeof path, "%s/%s-%s.%s", dir, target, cases[i].file, is_model_file ? "pmt" : "ckpt");
@@ -271,8 +277,9 @@ static void test_model_init_refuses(void) {
 
 int main(void) {
     const char *dir = test_tmpdir("loader_limits");
-    test_crafted_files(dir, "checkpoint");
-    test_crafted_files(dir, "model_file");
+    test_crafted_files(dir, "checkpoint", shared_cases, sizeof shared_cases / sizeof *shared_cases);
+    test_crafted_files(dir, "model_file", shared_cases, sizeof shared_cases / sizeof *shared_cases);
+    test_crafted_files(dir, "model_file", model_file_cases, sizeof model_file_cases / sizeof *model_file_cases);
     test_real_model_loads(dir);
     test_model_init_refuses();
     return test_finish();

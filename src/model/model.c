@@ -199,6 +199,8 @@ static void build_tensor_table(table_builder *tb, const pmt_config *cfg, int V,
 }
 
 size_t pmt_model_count_params(const pmt_config *cfg, int V) {
+    char why[160];
+    if (pmt_record_check_limits(cfg, V, why, sizeof why) != 0) return 0;   /* its products could overflow */
     pmt_layer_params *enc = calloc((size_t)cfg->enc_layers, sizeof *enc);
     pmt_layer_params *dec = calloc((size_t)cfg->dec_layers, sizeof *dec);
     if (!enc || !dec) { free(enc); free(dec); return 0; }

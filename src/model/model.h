@@ -130,7 +130,8 @@ void pmt_model_params16_written(pmt_model *m);
  * frees) of *n_tensors entries, or -1 with err. */
 int pmt_model_tensor_table(const pmt_config *cfg, int V, pmt_tensor **tensors, int *n_tensors, char *err,
                            size_t errlen);
-/* Number of parameters cfg would have for vocab V (no allocation). */
+/* Number of parameters cfg would have for vocab V (no allocation); 0 when
+ * cfg or V is beyond the limits of model/record.h. */
 size_t pmt_model_count_params(const pmt_config *cfg, int V);
 /* Matrix-product FLOPs of one training step (forward + backward = 3x forward)
  * on a padded batch of B pairs with lengths S and T, as the GEMMs run them. */

@@ -132,10 +132,16 @@ def checkpoint_of(config, vocab, table):
     return with_crc(stored_model(b"PMTCKPT\0" + struct.pack("<II", 2, 0), config, vocab, table, False))
 
 
-def model_file_of(config, vocab, table):
+def model_file_of(config, vocab, table, shortlist_sizes=None):
     """An fp32 exported file of that config and table, without its magic (the
-    harness of fuzz_model_file puts it in front); the framing fixes the crc."""
-    return stored_model(struct.pack("<III", 1, 0, 0), config, vocab, table, True) + b"\0\0\0\0"
+    harness of fuzz_model_file puts it in front); the framing fixes the crc.
+    shortlist_sizes (vocabulary, per source piece, frequent) makes it a
+    version 2 file whose shortlist stops after its sizes."""
+    version = 2 if shortlist_sizes else 1
+    body = stored_model(struct.pack("<III", version, 0, 0), config, vocab, table, True)
+    if shortlist_sizes:
+        body += struct.pack("<iii", *shortlist_sizes)
+    return body + b"\0\0\0\0"
 
 
 def crafted_loader_files():
@@ -173,6 +179,9 @@ def crafted_loader_files():
             f.write(bytes([FRAME_GZIP_CRC]) + checkpoint_of(config, vocab, table))
         with open(os.path.join(folder, "model_file", name), "wb") as f:
             f.write(bytes([FRAME_GZIP_CRC]) + model_file_of(config, vocab, table))
+    # The shortlist's own limit (model/shortlist.h), exported files only.
+    with open(os.path.join(folder, "model_file", "limit-shortlist_per_source"), "wb") as f:
+        f.write(bytes([FRAME_GZIP_CRC]) + model_file_of(model_config(), 4, tiny, shortlist_sizes=(4, 1001, 0)))
 
 
 def corpus_body(pairs):
