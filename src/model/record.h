@@ -36,10 +36,10 @@
 /* Bytes of one tensor-table entry: name, rows, cols, offset, size. */
 #define PMT_RECORD_TENSOR_ENTRY_BYTES (PMT_TENSOR_NAME_BYTES + 4 + 4 + 8 + 8)
 
-/* The limits of the architecture a stored file may describe: the one table
- * of them (pmt_record_limits in record.c walks these), checked by
- * pmt_record_check_limits before anything is sized by the stored config
- * (the loaders) or by any config (pmt_model_init). Each is far beyond any
+/* The limits of the architecture a stored file may describe, in one place:
+ * these values, and the one table that pairs each with its config key in
+ * pmt_record_check_limits (record.c), checked before anything is sized by
+ * the stored config (the loaders) or by any config (pmt_model_init). Each is far beyond any
  * model this project trains or could run on a CPU, and small enough that
  * every size computed from them (3 * d_model, vocab * d_model,
  * n_heads * rows * max_len, per layer) fits its integer type with room to
