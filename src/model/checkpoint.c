@@ -280,6 +280,52 @@ static int fuse_legacy_qkv(source *s, pmt_checkpoint *ck) {
     return 0;
 }
 
+/* The stored config is what pmt_model_init sizes a model by; only the
+ * tensor table was bounded by the file. So before any model is allocated
+ * from ck->cfg (pmt_checkpoint_load_model, evaluation, resuming, averaging
+ * all start from a loaded file), the config must be within the limits of
+ * record.h and imply exactly the stored table: then every buffer a model
+ * of it allocates is bounded by what the file holds. */
+static int check_architecture(source *s, const pmt_checkpoint *ck) {
+    pmt_record_source *r = &s->rec;
+    const char *kind = ck->is_export ? "model file" : "checkpoint";
+    char why[256];
+    if (pmt_record_check_limits(&ck->cfg, ck->vocab_size, why, sizeof why) != 0) {
+        snprintf(r->err, r->errlen, "%s '%s' describes a model this build refuses to size: %s; the file is damaged "
+                 "or was not written by projmt (train or export it again)", kind, r->path, why);
+        return -1;
+    }
+    pmt_tensor *want;
+    int n_want;
+    if (pmt_model_tensor_table(&ck->cfg, ck->vocab_size, &want, &n_want, why, sizeof why) != 0) {
+        snprintf(r->err, r->errlen, "%s '%s': %s", kind, r->path, why);
+        return -1;
+    }
+    const pmt_config *c = &ck->cfg;
+    char arch[160];
+    snprintf(arch, sizeof arch, "d_model %d, d_ff %d, %d encoder and %d decoder layers, vocabulary %d", c->d_model,
+             c->d_ff, c->enc_layers, c->dec_layers, ck->vocab_size);
+    int rc = 0;
+    const int n = n_want < ck->n_tensors ? n_want : ck->n_tensors;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const pmt_tensor *a = &want[i], *b = &ck->tensors[i];
+        if (!strcmp(a->name, b->name) && a->rows == b->rows && a->cols == b->cols && a->offset == b->offset) continue;
+        snprintf(r->err, r->errlen, "%s '%s' is corrupted: its stored config (%s) implies tensor %d '%s' [%d x %d] "
+                 "at offset %zu, but its tensor table holds '%s' [%d x %d] at offset %zu", kind, r->path, arch, i,
+                 a->name, a->rows, a->cols, a->offset, b->name, b->rows, b->cols, b->offset);
+        rc = -1;
+    }
+    const size_t want_params = n_want ? want[n_want - 1].offset + want[n_want - 1].size : 0;
+    if (rc == 0 && (n_want != ck->n_tensors || want_params != ck->n_params)) {
+        snprintf(r->err, r->errlen, "%s '%s' is corrupted: its stored config (%s) implies %d tensors of %zu "
+                 "parameters, but its tensor table holds %d tensors of %zu", kind, r->path, arch, n_want, want_params,
+                 ck->n_tensors, ck->n_params);
+        rc = -1;
+    }
+    free(want);
+    return rc;
+}
+
 int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t errlen) {
     memset(ck, 0, sizeof *ck);
     source s = {.rec = {.kind = "checkpoint", .path = path, .err = err, .errlen = errlen}};
@@ -297,6 +343,7 @@ int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t 
     int rc = read_checkpoint(&s, ck);
     if (pmt_gzstream_close(&s.gz) != 0 && rc == 0) rc = pmt_record_corrupt(&s.rec, "error closing the file");
     if (rc == 0) rc = fuse_legacy_qkv(&s, ck);
+    if (rc == 0) rc = check_architecture(&s, ck);
     if (rc != 0) pmt_checkpoint_free(ck);
     return rc;
 }

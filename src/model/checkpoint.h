@@ -26,7 +26,9 @@
  * build reads what a newer one wrote: unknown config keys and state fields
  * are skipped, named in pmt_checkpoint.ignored and in one warning on stderr.
  * Bounds: every count is checked against sane limits and against what the
- * file's size can inflate to before anything is allocated for it.
+ * file's size can inflate to before anything is allocated for it; the
+ * stored config, which sizes the model, must be within the limits of
+ * model/record.h and imply exactly the stored tensor table.
  * A file that starts with "PMTMODEL" instead is an exported model
  * (model/model_file.h); pmt_checkpoint_load reads both.
  * Writes go through core/fileio.h (<path>.tmp, fsync, rename, directory
@@ -116,8 +118,11 @@ int pmt_checkpoint_save(const char *path, const pmt_model *m, const void *spm, s
 /* Reads and verifies a checkpoint (format version 1 or 2) or an exported
  * model file (told apart by the magic; an exported file has no Adam or
  * training state). Missing, truncated, corrupted, wrong-magic or
- * unknown-version files, and counts the file cannot hold, give -1 and a
- * message naming the file. Settings of a newer build are skipped with one
+ * unknown-version files, counts the file cannot hold, and a stored config
+ * beyond the limits of model/record.h or one whose architecture is not the
+ * stored tensor table give -1 and a message naming the file (and the key,
+ * value and limit, or the first tensor that differs). So a model built
+ * from a loaded ck->cfg and ck->vocab_size is sized by what the file holds. Settings of a newer build are skipped with one
  * warning on stderr (ck->ignored). */
 int pmt_checkpoint_load(pmt_checkpoint *ck, const char *path, char *err, size_t errlen);
 void pmt_checkpoint_free(pmt_checkpoint *ck);

@@ -13,9 +13,11 @@
  * for the largest batch; forward and backward never allocate.
  */
 #include "model/model.h"
+#include "model/record.h"
 #include "model/shortlist.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,16 +120,16 @@ struct pmt_model_activations {
 /* tensor table                                                        */
 
 typedef struct table_builder {
-    pmt_model *m;
-    float *base;               /* NULL while counting */
+    pmt_tensor *table;         /* NULL while counting */
+    float *base;               /* NULL while counting or describing (no parameters) */
     size_t offset;
     int count;
 } table_builder;
 
 static float *add_tensor(table_builder *tb, const char *name, int rows, int cols) {
     size_t size = (size_t)rows * (size_t)cols;
-    if (tb->base) {
-        pmt_tensor *t = &tb->m->tensors[tb->count];
+    if (tb->table) {
+        pmt_tensor *t = &tb->table[tb->count];
         snprintf(t->name, sizeof t->name, "%s", name);
         t->offset = tb->offset;
         t->size = size;
@@ -197,6 +199,8 @@ static void build_tensor_table(table_builder *tb, const pmt_config *cfg, int V,
 }
 
 size_t pmt_model_count_params(const pmt_config *cfg, int V) {
+    char why[160];
+    if (pmt_record_check_limits(cfg, V, why, sizeof why) != 0) return 0;   /* its products could overflow */
     pmt_layer_params *enc = calloc((size_t)cfg->enc_layers, sizeof *enc);
     pmt_layer_params *dec = calloc((size_t)cfg->dec_layers, sizeof *dec);
     if (!enc || !dec) { free(enc); free(dec); return 0; }
@@ -206,6 +210,29 @@ size_t pmt_model_count_params(const pmt_config *cfg, int V) {
     free(enc);
     free(dec);
     return tb.offset;
+}
+
+int pmt_model_tensor_table(const pmt_config *cfg, int V, pmt_tensor **tensors, int *n_tensors, char *err,
+                           size_t errlen) {
+    *tensors = NULL;
+    *n_tensors = 0;
+    if (pmt_record_check_limits(cfg, V, err, errlen) != 0) return -1;
+    pmt_layer_params *enc = calloc((size_t)cfg->enc_layers, sizeof *enc);
+    pmt_layer_params *dec = calloc((size_t)cfg->dec_layers, sizeof *dec);
+    float *wte, *enc_ln[2], *dec_ln[2];
+    table_builder count = {0};
+    if (enc && dec) build_tensor_table(&count, cfg, V, enc, dec, &wte, enc_ln, dec_ln);
+    table_builder describe = {.table = enc && dec ? calloc((size_t)count.count, sizeof *describe.table) : NULL};
+    if (describe.table) build_tensor_table(&describe, cfg, V, enc, dec, &wte, enc_ln, dec_ln);
+    free(enc);
+    free(dec);
+    if (!describe.table) {
+        snprintf(err, errlen, "out of memory describing the tensor table");
+        return -1;
+    }
+    *tensors = describe.table;
+    *n_tensors = describe.count;
+    return 0;
 }
 
 float pmt_model_fixed_log_sigma(const pmt_config *cfg) {
@@ -471,6 +498,9 @@ static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, 
                       char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     if (pmt_config_validate(cfg, err, errlen) != 0) return -1;
+    /* Every size below is computed from these: within the limits no
+     * product of them overflows (record.h). */
+    if (pmt_record_check_limits(cfg, V, err, errlen) != 0) return -1;
     if (V < 4 || max_rows < 1 || max_len < 1) {
         snprintf(err, errlen, "model: bad sizes (vocab %d, max_rows %d, max_len %d)", V, max_rows, max_len);
         return -1;
@@ -493,7 +523,7 @@ static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, 
     if (!m->act->enc || !m->act->dec) goto oom;
 
     float *enc_ln[2], *dec_ln[2];
-    table_builder count = {.m = m};
+    table_builder count = {0};
     build_tensor_table(&count, cfg, V, m->enc, m->dec, &m->wte, enc_ln, dec_ln);
     m->n_params = count.offset;
     m->n_tensors = count.count;
@@ -502,7 +532,7 @@ static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, 
     m->grads = training ? aligned_alloc(64, ((m->n_params * sizeof(float)) + 63) & ~(size_t)63) : NULL;
     m->pos = malloc((size_t)max_len * m->C * sizeof(float));
     if (!m->tensors || !m->params || (training && !m->grads) || !m->pos) goto oom;
-    table_builder bind = {.m = m, .base = m->params};
+    table_builder bind = {.table = m->tensors, .base = m->params};
     build_tensor_table(&bind, cfg, V, m->enc, m->dec, &m->wte, enc_ln, dec_ln);
     m->enc_ln_w = enc_ln[0];
     m->enc_ln_b = enc_ln[1];
@@ -517,6 +547,7 @@ static int model_init(pmt_model *m, const pmt_config *cfg, int V, int max_rows, 
     arena_builder ab = {0};
     carve_activations(&ab, m->act, cfg, V, rows, probs, max_len, training);
     m->act->arena_floats = ab.used;
+    if (ab.used > SIZE_MAX / sizeof(float)) goto oom;   /* max_rows is the caller's: no limit bounds it */
     m->act->arena = aligned_alloc(64, ab.used * sizeof(float));
     if (!m->act->arena) goto oom;
     m->arena_lock = malloc(sizeof *m->arena_lock);

@@ -135,7 +135,15 @@ size_t pmt_model_arena_floats(const pmt_model *m);
  * the next training forward pass uses it as it is. Only for the caller that
  * changed params in the same pass that wrote params16. */
 void pmt_model_params16_written(pmt_model *m);
-/* Number of parameters cfg would have for vocab V (no allocation). */
+/* The tensor table (names, shapes, offsets) that cfg and vocab V imply,
+ * without parameters: what a stored file's table must be before a model is
+ * allocated for it. Checks the limits first (model/record.h), so nothing is
+ * sized by a value beyond them. 0 with a malloc'd *tensors (the caller
+ * frees) of *n_tensors entries, or -1 with err. */
+int pmt_model_tensor_table(const pmt_config *cfg, int V, pmt_tensor **tensors, int *n_tensors, char *err,
+                           size_t errlen);
+/* Number of parameters cfg would have for vocab V (no allocation); 0 when
+ * cfg or V is beyond the limits of model/record.h. */
 size_t pmt_model_count_params(const pmt_config *cfg, int V);
 /* Matrix-product FLOPs of one training step (forward + backward = 3x forward)
  * on a padded batch of B pairs with lengths S and T, as the GEMMs run them. */

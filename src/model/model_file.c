@@ -260,7 +260,8 @@ static int get_shortlist(source *s, pmt_checkpoint *ck) {
     if (head[0] != ck->vocab_size || head[1] < 1 || head[1] > PMT_SHORTLIST_MAX_PER_SOURCE || head[2] < 0 ||
         head[2] > ck->vocab_size)
         return pmt_record_corrupt(s, "shortlist sizes out of range (vocabulary %d for a model of %d, %d per source "
-                                  "piece, %d frequent)", head[0], ck->vocab_size, head[1], head[2]);
+                                  "piece of at most %d, %d frequent of at most the vocabulary)", head[0],
+                                  ck->vocab_size, head[1], PMT_SHORTLIST_MAX_PER_SOURCE, head[2]);
     const uint64_t n = (uint64_t)head[2] + (uint64_t)head[0] * (uint64_t)head[1];
     if (pmt_record_claim(s, n, sizeof(int32_t), "shortlist ids") != 0) return -1;
     pmt_shortlist *sl = calloc(1, sizeof *sl);

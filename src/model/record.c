@@ -92,6 +92,51 @@ int pmt_record_get_tensor_table(pmt_record_source *s, pmt_checkpoint *ck, uint32
     return 0;
 }
 
+/* The table of limits (record.h gives each one's reason): the value a
+ * config or file sets, the least a model can be built with, the most this
+ * build believes. */
+typedef struct {
+    const char *key;
+    long long value, least, most;
+    const char *why;
+} limit_check;
+
+/* Whether the n checks hold; the first that does not is described in why. */
+static int within(const limit_check *checks, size_t n, char *why, size_t whylen) {
+    for (size_t i = 0; i < n; i++) {
+        const limit_check *l = &checks[i];
+        if (l->value >= l->least && l->value <= l->most) continue;
+        const int low = l->value < l->least;
+        snprintf(why, whylen, "%s = %lld is %s this build's %s of %lld (%s)", l->key, l->value,
+                 low ? "below" : "beyond", low ? "least" : "limit", low ? l->least : l->most, l->why);
+        return 0;
+    }
+    return 1;
+}
+
+int pmt_record_check_limits(const pmt_config *cfg, int V, char *why, size_t whylen) {
+    /* The head size divides by n_heads: those two are checked first. */
+    const limit_check width[] = {
+        {"d_model", cfg->d_model, 2, PMT_LIMIT_D_MODEL, "8x the Transformer-big width"},
+        {"n_heads", cfg->n_heads, 1, PMT_LIMIT_HEADS, "16x Transformer-big's heads"},
+    };
+    if (!within(width, sizeof width / sizeof *width, why, whylen)) return -1;
+    if (cfg->d_model % cfg->n_heads != 0) {
+        snprintf(why, whylen, "d_model = %d is not a multiple of n_heads = %d", cfg->d_model, cfg->n_heads);
+        return -1;
+    }
+    const limit_check rest[] = {
+        {"head size (d_model / n_heads)", cfg->d_model / cfg->n_heads, 1, PMT_LIMIT_HEAD_SIZE, "8x the usual 128"},
+        {"d_ff", cfg->d_ff, 1, PMT_LIMIT_D_FF, "16x Transformer-big's feed-forward width"},
+        {"enc_layers", cfg->enc_layers, 1, PMT_LIMIT_LAYERS, "above the deepest published Transformers"},
+        {"dec_layers", cfg->dec_layers, 1, PMT_LIMIT_LAYERS, "above the deepest published Transformers"},
+        {"vocabulary size", V, 4, PMT_LIMIT_VOCAB, "4x the largest SentencePiece vocabularies in use"},
+        {"max_len", cfg->max_len, 4, PMT_MAX_LEN_CAP, "attention memory grows with its square"},
+        {"batch_tokens", cfg->batch_tokens, 1, PMT_LIMIT_BATCH_TOKENS, "32x a large training batch"},
+    };
+    return within(rest, sizeof rest / sizeof *rest, why, whylen) ? 0 : -1;
+}
+
 int pmt_record_get_trailer(pmt_record_source *s) {
     if (s->failed) return -1;
     const int crc = pmt_gzstream_check_crc(s->gz);

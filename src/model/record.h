@@ -36,6 +36,41 @@
 /* Bytes of one tensor-table entry: name, rows, cols, offset, size. */
 #define PMT_RECORD_TENSOR_ENTRY_BYTES (PMT_TENSOR_NAME_BYTES + 4 + 4 + 8 + 8)
 
+/* The limits of the architecture a stored file may describe, in one place:
+ * these values, and the one table that pairs each with its config key in
+ * pmt_record_check_limits (record.c), checked before anything is sized by
+ * the stored config (the loaders) or by any config (pmt_model_init). Each is far beyond any
+ * model this project trains or could run on a CPU, and small enough that
+ * every size computed from them (3 * d_model, vocab * d_model,
+ * n_heads * rows * max_len, per layer) fits its integer type with room to
+ * spare: a value beyond one is damage or a crafted file, refused by name.
+ *   d_model       8192: 8x the Transformer-big width (1024); 3 * C and
+ *                 the [V, C] embedding stay far inside int / PMT_RECORD_MAX_PARAMS.
+ *   n_heads       256: 16x Transformer-big's 16; the attention
+ *                 probabilities (n_heads x rows x max_len floats per site and
+ *                 layer) grow with it and no tensor shows it (only σ of a
+ *                 learned projection site), so the table cannot bound it.
+ *   head size     1024 (d_model / n_heads): 8x the usual 64-128; sizes the
+ *                 attention kernels' per-thread scratch.
+ *   d_ff          65536: 16x Transformer-big's 4096.
+ *   layers        1024 each side: above the deepest published translation
+ *                 Transformers (DeepNet, 1000 layers); the per-layer tables
+ *                 are allocated by this count before any tensor is matched.
+ *   vocabulary    2^20 pieces: 4x the largest SentencePiece vocabularies in
+ *                 use (~256k); sizes the logits (rows x V) and the embedding.
+ *   max_len       PMT_MAX_LEN_CAP (core/config.h, with its reason).
+ *   batch_tokens  2^20 tokens: 32x a large training batch; evaluation sizes
+ *                 its arena (rows) by the stored value.
+ * The shortlist's per-source count has its own limit next to its format
+ * (PMT_SHORTLIST_MAX_PER_SOURCE, model/shortlist.h), checked where it is read. */
+#define PMT_LIMIT_D_MODEL 8192
+#define PMT_LIMIT_HEADS 256
+#define PMT_LIMIT_HEAD_SIZE 1024
+#define PMT_LIMIT_D_FF 65536
+#define PMT_LIMIT_LAYERS 1024
+#define PMT_LIMIT_VOCAB (1 << 20)
+#define PMT_LIMIT_BATCH_TOKENS (1 << 20)
+
 typedef struct pmt_record_source {
     pmt_gzstream *gz;
     const char *kind;            /* "checkpoint" | "model file": how messages name the file */
@@ -70,6 +105,12 @@ int pmt_record_get_blob(pmt_record_source *s, char **out, size_t *size, uint64_t
  * tensors that the budget can hold, shapes >= 1 with size = rows x cols,
  * offsets within PMT_RECORD_MAX_PARAMS and in order without overlap. 0 or -1. */
 int pmt_record_get_tensor_table(pmt_record_source *s, pmt_checkpoint *ck, uint32_t **storage);
+
+/* Checks cfg and the vocabulary size V against the limits above (and the
+ * lower bounds the sizes need: d_model >= 2, n_heads >= 1 dividing d_model,
+ * d_ff, layers >= 1, V >= 4, max_len >= 4). 0, or -1 with
+ * "<key> = <value> is beyond this build's limit of <limit> (<why>)" in why. */
+int pmt_record_check_limits(const pmt_config *cfg, int V, char *why, size_t whylen);
 
 /* The end of a file: the stored CRC matches and nothing follows. 0 or -1. */
 int pmt_record_get_trailer(pmt_record_source *s);

@@ -6,7 +6,8 @@
  *
  * Property: the loader returns 0 or -1 with a message, never crashes, leaks
  * or allocates more than the file can describe; a loaded checkpoint's tensor
- * table covers exactly its parameters.
+ * table covers exactly its parameters, and a model built from its stored
+ * config (as translation builds it) takes its parameters (fuzz_build_model).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (pmt_checkpoint_load(&ck, path, err, sizeof err) == 0) {
         const pmt_tensor *last = &ck.tensors[ck.n_tensors - 1];
         if (last->offset + last->size != ck.n_params) abort();
+        fuzz_build_model(&ck);
         pmt_checkpoint_free(&ck);
     } else if (err[0] == '\0') {
         abort();   /* a failure must say why */

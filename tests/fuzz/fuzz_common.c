@@ -11,6 +11,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "model/checkpoint.h"
+
 const char *fuzz_scratch_path(const char *suffix) {
     static char path[256];
     struct stat st;
@@ -52,4 +54,15 @@ void fuzz_write_framed(const char *path, const uint8_t *data, size_t size) {
         abort();
     }
     free(body);
+}
+
+void fuzz_build_model(const struct pmt_checkpoint *ck) {
+    pmt_model m;
+    char err[512];
+    if (pmt_model_init_inference(&m, &ck->cfg, ck->vocab_size, 8, ck->cfg.max_len, err, sizeof err) != 0) return;
+    if (pmt_checkpoint_copy_params(ck, &m, err, sizeof err) != 0) {
+        fprintf(stderr, "fuzz: a loaded file's model does not take its parameters: %s\n", err);
+        abort();
+    }
+    pmt_model_free(&m);
 }

@@ -36,4 +36,13 @@ enum { FUZZ_FRAME_RAW = 0, FUZZ_FRAME_GZIP = 1, FUZZ_FRAME_GZIP_CRC = 2 };
 /* Writes data[1..size) to path framed as data[0] % 3 says. */
 void fuzz_write_framed(const char *path, const uint8_t *data, size_t size);
 
+/* What the loaders promise of a file they loaded (ck, from pmt_checkpoint_load):
+ * its stored config is within the limits and implies its tensor table, so
+ * an inference model of it (the few rows a translation lane takes) is
+ * built from what the file holds and takes its parameters. Aborts when
+ * pmt_checkpoint_copy_params refuses them; a model that cannot be built
+ * for another reason (the config's other settings) is not a finding. */
+struct pmt_checkpoint;
+void fuzz_build_model(const struct pmt_checkpoint *ck);
+
 #endif

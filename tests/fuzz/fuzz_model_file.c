@@ -10,7 +10,9 @@
  * Property: the loader returns 0 or -1 with a message, never crashes, leaks
  * or allocates more than the file can describe; a loaded file is marked as
  * an export, its tensor table covers exactly its parameters, and a
- * shortlist it carries passes the shortlist's own checks for its vocabulary.
+ * shortlist it carries passes the shortlist's own checks for its vocabulary,
+ * and a model built from its stored config takes its parameters
+ * (fuzz_build_model).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (ck.shortlist && (ck.shortlist->vocab_size != ck.vocab_size ||
                              pmt_shortlist_validate(ck.shortlist, err, sizeof err) != 0))
             abort();
+        fuzz_build_model(&ck);
         pmt_checkpoint_free(&ck);
     } else if (err[0] == '\0') {
         abort();   /* a failure must say why */

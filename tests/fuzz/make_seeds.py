@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """make_seeds.py — writes the small, made-up seed inputs of the fuzz targets
-into tests/fuzz/seeds/<target>/ (committed; rerun after a file format
-changes). The binary seeds follow the layouts in model/checkpoint.h and
+into tests/fuzz/seeds/<target>/ and the crafted loader files of
+tests/fuzz-regressions/{checkpoint,model_file}/ (committed; rerun after a
+file format changes). The binary seeds follow the layouts in model/checkpoint.h and
 data/corpus.h; the first byte of the loader seeds is the framing of
 tests/fuzz/fuzz_common.h (2 = gzip with the crc32 fixed up), so they decode
 to valid files that the fuzzer then mutates."""
@@ -76,6 +77,113 @@ def model_file_body(weights, flags=0, shortlist=False):
     return body + b"\0\0\0\0"
 
 
+def tensor_table(d_model, d_ff, enc_layers, dec_layers, vocab):
+    """(name, rows, cols) of every tensor of a model with standard attention
+    at all three sites, in the order of build_tensor_table (model/model.c):
+    the table a stored file of that config must hold."""
+    C, F = d_model, d_ff
+
+    def attention(prefix):
+        return [(prefix + ".ln_w", C, 1), (prefix + ".ln_b", C, 1), (prefix + ".wqkv", 3 * C, C),
+                (prefix + ".bqkv", 3 * C, 1), (prefix + ".wo", C, C), (prefix + ".bo", C, 1)]
+
+    def ffn(prefix):
+        return [(prefix + ".ln_w", C, 1), (prefix + ".ln_b", C, 1), (prefix + ".w1", F, C), (prefix + ".b1", F, 1),
+                (prefix + ".w2", C, F), (prefix + ".b2", C, 1)]
+
+    table = [("wte", vocab, C)]
+    for layer in range(enc_layers):
+        table += attention("enc.%d.self" % layer) + ffn("enc.%d.ffn" % layer)
+    table += [("enc.ln_w", C, 1), ("enc.ln_b", C, 1)]
+    for layer in range(dec_layers):
+        table += attention("dec.%d.self" % layer) + attention("dec.%d.cross" % layer) + ffn("dec.%d.ffn" % layer)
+    return table + [("dec.ln_w", C, 1), ("dec.ln_b", C, 1)]
+
+
+# The smallest model the limits allow (model/record.h): its table is ~3 KB.
+TINY = dict(d_model=2, d_ff=1, enc_layers=1, dec_layers=1, vocab=4)
+
+
+def model_config(d_model=2, n_heads=1, d_ff=1, enc_layers=1, dec_layers=1, max_len=8, extra=b""):
+    return (b"[model]\nd_model = %d\nn_heads = %d\nd_ff = %d\nenc_layers = %d\ndec_layers = %d\nmax_len = %d\n"
+            % (d_model, n_heads, d_ff, enc_layers, dec_layers, max_len)) + extra
+
+
+def stored_model(magic, config, vocab, table, with_storage):
+    """The part both formats share from the config on (checkpoint.h and
+    model_file.h): config, no SentencePiece bytes, the tensor table (with a
+    fp32 storage word per entry in an exported file), then the weights
+    (0.01 each), in the checkpoint's layout (a count first) or the exported
+    file's (tensor after tensor, all fp32)."""
+    body = magic + struct.pack("<Q", len(config)) + config + struct.pack("<Q", 0)
+    body += struct.pack("<ii", vocab, len(table))
+    offset = 0
+    for name, rows, cols in table:
+        body += name.encode().ljust(64, b"\0") + struct.pack("<iiQQ", rows, cols, offset, rows * cols)
+        body += struct.pack("<I", 0) if with_storage else b""
+        offset += rows * cols
+    if not with_storage:
+        body += struct.pack("<Q", offset)
+    return body + struct.pack("<f", 0.01) * offset
+
+
+def checkpoint_of(config, vocab, table):
+    """A version 2 checkpoint (no Adam state, no training state) of that config and table."""
+    return with_crc(stored_model(b"PMTCKPT\0" + struct.pack("<II", 2, 0), config, vocab, table, False))
+
+
+def model_file_of(config, vocab, table, shortlist_sizes=None):
+    """An fp32 exported file of that config and table, without its magic (the
+    harness of fuzz_model_file puts it in front); the framing fixes the crc.
+    shortlist_sizes (vocabulary, per source piece, frequent) makes it a
+    version 2 file whose shortlist stops after its sizes."""
+    version = 2 if shortlist_sizes else 1
+    body = stored_model(struct.pack("<III", version, 0, 0), config, vocab, table, True)
+    if shortlist_sizes:
+        body += struct.pack("<iii", *shortlist_sizes)
+    return body + b"\0\0\0\0"
+
+
+def crafted_loader_files():
+    """The files of issue 43 (part 5): a stored config beyond one of the
+    limits of model/record.h, or one that does not describe the stored
+    tensor table, each a few KB that the loaders once sized a model by.
+    tests/test_loader_limits.c loads each and checks the message it names;
+    fuzz_replay_checkpoint and fuzz_replay_model_file replay them. Each
+    entry: file name, config, vocabulary size of the table header, table."""
+    tiny = tensor_table(**TINY)
+    cases = [
+        ("limit-d_model", model_config(d_model=1 << 20), 4, tiny),
+        ("limit-n_heads", model_config(d_model=4096, n_heads=4096), 4, tiny),
+        ("limit-head_size", model_config(d_model=8192, n_heads=2), 4, tiny),
+        ("limit-d_ff", model_config(d_ff=1 << 28), 4, tiny),
+        ("limit-enc_layers", model_config(enc_layers=1000000), 4, tiny),
+        ("limit-dec_layers", model_config(dec_layers=1 << 24), 4, tiny),
+        ("limit-vocab", model_config(), 1 << 24, tiny),
+        ("limit-max_len", model_config(max_len=1000000), 4, tiny),
+        ("limit-batch_tokens", model_config(extra=b"[train]\nbatch_tokens = 1073741824\n"), 4, tiny),
+        # 3 * d_model overflows an int (the fused Q|K|V rows): once the
+        # size of wqkv, computed in int.
+        ("overflow-3-d_model", model_config(d_model=715827884, n_heads=2), 4, tiny),
+        # Within every limit, but the tiny table cannot be that model:
+        # ~60M parameters (242 MB) from a 4 KB file.
+        ("mismatch-config-table", model_config(d_model=512, n_heads=8, d_ff=2048, enc_layers=6, dec_layers=6,
+                                               max_len=128), 32000, tiny),
+        ("mismatch-extra-tensor", model_config(), 4, tiny + [("extra", 2, 2)]),
+    ]
+    folder = os.path.join(HERE, "..", "fuzz-regressions")
+    for target in ("checkpoint", "model_file"):
+        os.makedirs(os.path.join(folder, target), exist_ok=True)
+    for name, config, vocab, table in cases:
+        with open(os.path.join(folder, "checkpoint", name), "wb") as f:
+            f.write(bytes([FRAME_GZIP_CRC]) + checkpoint_of(config, vocab, table))
+        with open(os.path.join(folder, "model_file", name), "wb") as f:
+            f.write(bytes([FRAME_GZIP_CRC]) + model_file_of(config, vocab, table))
+    # The shortlist's own limit (model/shortlist.h), exported files only.
+    with open(os.path.join(folder, "model_file", "limit-shortlist_per_source"), "wb") as f:
+        f.write(bytes([FRAME_GZIP_CRC]) + model_file_of(model_config(), 4, tiny, shortlist_sizes=(4, 1001, 0)))
+
+
 def corpus_body(pairs):
     src = [p[0] for p in pairs]
     tgt = [p[1] for p in pairs]
@@ -101,6 +209,11 @@ def main():
         for flags in range(4):
             write("checkpoint", "v%d-flags%d" % (version, flags), bytes([FRAME_GZIP_CRC]) + checkpoint_body(flags, version))
     write("checkpoint", "raw-garbage", bytes([FRAME_RAW]) + b"not a checkpoint\n")
+    # The seeds above stop at the architecture check (a 2x3 table no config
+    # implies); these load whole, so the harness also builds their model.
+    write("checkpoint", "v2-tiny-model", bytes([FRAME_GZIP_CRC]) + checkpoint_of(model_config(), 4, tensor_table(**TINY)))
+    write("model_file", "fp32-tiny-model", bytes([FRAME_GZIP_CRC]) + model_file_of(model_config(), 4, tensor_table(**TINY)))
+    crafted_loader_files()
     for weights, name in ((0, "fp32"), (1, "bf16"), (2, "int8")):
         write("model_file", name, bytes([FRAME_GZIP_CRC]) + model_file_body(weights))
     write("model_file", "int8-ema", bytes([FRAME_GZIP_CRC]) + model_file_body(2, flags=1))
