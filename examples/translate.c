@@ -10,22 +10,27 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s MODEL SENTENCE...\n", argv[0]);
         return 2;
     }
-    projmt_translator *t = projmt_translator_new(argv[1], NULL);
-    if (!t) {
+    projmt_translator *t;
+    if (projmt_translator_open(argv[1], NULL, &t) != PROJMT_OK) {   /* NULL: compute type auto, all cores */
         fprintf(stderr, "translate: %s\n", projmt_last_error());
         return 1;
     }
     const size_t n = (size_t)(argc - 2);
-    projmt_translate_options opt = {.beam_size = 4, .num_hypotheses = 1, .return_scores = 1, .length_penalty = 1.0};
-    projmt_result *res;
-    if (projmt_translate_batch(t, (const char *const *)argv + 2, n, &opt, &res) != PROJMT_OK) {
+    projmt_translation_options opt;
+    projmt_translation_options_init(&opt, sizeof opt);   /* beam 4, one hypothesis */
+    opt.return_scores = 1;
+    projmt_results *res;
+    if (projmt_translate(t, (const char *const *)argv + 2, n, &opt, &res) != PROJMT_OK) {
         fprintf(stderr, "translate: %s\n", projmt_last_error());
         projmt_translator_free(t);
         return 1;
     }
-    for (size_t i = 0; i < n; i++)
-        printf("%s\t%.4f\n", res[i].n_hypotheses ? res[i].hypotheses[0] : "", res[i].n_hypotheses ? res[i].scores[0] : 0.0f);
-    projmt_results_free(res, n);
+    for (size_t i = 0; i < n; i++) {
+        const char *best = projmt_results_hypothesis(res, i, 0);
+        printf("%s\t%.4f%s\n", best ? best : "", best ? projmt_results_score(res, i, 0) : 0.0f,
+               projmt_results_flags(res, i) & PROJMT_RESULT_INPUT_CUT ? "\t(input cut)" : "");
+    }
+    projmt_results_destroy(res);
     projmt_translator_free(t);
     return 0;
 }

@@ -159,9 +159,9 @@ void dropout_regen_backward_set_lp(float *dinp, uint16_t *dinp16, const float *d
  * an OpenMP worker cannot grow, and never in one buffer of the process:
  * kernels of independent translators run at once on different threads.
  * Reserve it for the largest query length T, key length S and head size HS
- * to be used, on every thread of the calling thread's team (the model and
- * the decoder do at init); a thread that has less grows its own buffer in
- * the task. A kernel whose scratch cannot grow leaves its outputs unwritten
+ * to be used, on the calling thread (the model does at init, each decoder
+ * lane on its thread); a thread that has less grows its own buffer in the
+ * task, once. A kernel whose scratch cannot grow leaves its outputs unwritten
  * and records the error for pmt_gemm_take_error (nn/gemm.h), as a failed
  * product does. 0, or -1 when out of memory. */
 int attention_scratch_reserve(int T, int S, int HS);

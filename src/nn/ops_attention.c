@@ -61,10 +61,10 @@
  * runs one task at a time, whichever team or nesting level (a decoder lane
  * is a thread of an outer team), so its own buffer is never shared.
  *
- * The model and the decoder reserve it at init (attention_scratch_reserve,
- * on every thread of the caller's team), so the kernels only compare sizes;
- * a thread that joins later, or a larger shape, grows its buffer in the
- * task. Out of memory there is reported to the kernel's caller as a
+ * The model reserves it at init on its thread and each decoder lane on its
+ * own thread (attention_scratch_reserve), so decoding kernels only compare
+ * sizes; another thread of a team (training's workers) or a larger shape
+ * grows its buffer in its first task, once. Out of memory there is reported to the kernel's caller as a
  * gemm-style error (pmt_gemm_take_error, nn/gemm.h), never an abort. A
  * thread's buffer is freed when the thread exits (a pthread key's
  * destructor). */
@@ -110,13 +110,10 @@ static size_t scratch_need(int T, int S, int HS) {
     return 3 * hs * k + 4 * t * k + 3 * t * hs + 4 * (t + k) + 256;
 }
 
-int attention_scratch_reserve(int T, int S, int HS) {
-    const size_t need = scratch_need(T, S, HS);
-    int failed = 0;
-#pragma omp parallel reduction(| : failed)
-    failed |= thread_scratch(need) == NULL;
-    return failed ? -1 : 0;
-}
+/* The calling thread's only: a parallel region here would start an OpenMP
+ * team at model init, which a program that forks afterwards cannot use in
+ * the child (libgomp's pool is not fork-safe: the child waits forever). */
+int attention_scratch_reserve(int T, int S, int HS) { return thread_scratch(scratch_need(T, S, HS)) ? 0 : -1; }
 
 /* A kernel's tasks that found no scratch (failed: set by any thread of the
  * region) leave their outputs unwritten; the kernel then records the error

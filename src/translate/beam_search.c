@@ -546,19 +546,21 @@ static int decode_sub_batch(pmt_search *s, const pmt_decode_options *opt, const 
         return -1;
     }
     const int threads = omp_get_max_threads() < n_lanes ? omp_get_max_threads() : n_lanes;
-    /* The attention kernels' scratch of each thread of this team, the lanes'
-     * threads, for the model's longest sentences (one compare per thread
-     * when it is there already), so that no lane grows it mid-search. */
-    if (attention_scratch_reserve(s->m->max_len, s->m->max_len, s->m->HS) != 0) {
-        snprintf(err, errlen, "search: out of memory for the attention scratch");
-        return -1;
-    }
     int failed = 0;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(| : failed)
     for (int k = 0; k < n_lanes; k++) {
         /* Every kernel of the lane on this thread only, also when the region
          * has one thread (this ICV is the lane task's own). */
         omp_set_num_threads(1);
+        /* The attention kernels' scratch of this thread, for the model's
+         * longest sentences (one compare when it is there already), so that
+         * no kernel grows it mid-search. */
+        if (attention_scratch_reserve(s->m->max_len, s->m->max_len, s->m->HS) != 0) {
+            p->lanes[k].stopped = 0;
+            snprintf(p->lanes[k].err, sizeof p->lanes[k].err, "search: out of memory for the attention scratch");
+            failed = 1;
+            continue;
+        }
         failed |= lane_ready(s, &p->lanes[k]) != 0 ||
                   decode_lane(s, &p->lanes[k], opt, src, src_len, order, k, n_lanes, n) != 0;
     }
