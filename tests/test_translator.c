@@ -112,7 +112,8 @@ static void test_translate(const char *path) {
     CHECK_MSG(pmt_translator_load(&t, path, &opt, 6, err, sizeof err) == 0, "%s", err);
     if (!t.spm) return;
     FILE *warn = tmpfile();
-    t.warn = warn;
+    t.warn = pmt_translator_warn_file;
+    t.warn_ctx = warn;
     char long_line[2048] = "";
     for (int i = 0; i < 60; i++) strcat(long_line, "the children play ");
     const char *lines[5] = {"the cat sleeps", "", "where \xFF\xFE is the station", long_line, "she reads"};
@@ -123,6 +124,11 @@ static void test_translate(const char *path) {
     CHECK_MSG(strstr(log, "line 3: 2 invalid UTF-8 byte(s) replaced by U+FFFD") != NULL, "warnings: %s", log);
     CHECK_MSG(strstr(log, "line 4:") && strstr(log, "truncated to the model's limit of 11"), "warnings: %s", log);
     CHECK(res[1].n == 0);
+    /* What was repaired is in each result too (this tiny vocabulary cuts
+     * even short lines at 11 pieces: only the long line's cut is certain). */
+    CHECK_MSG(res[2].replaced_bytes == 2 && res[3].cut && res[3].source_tokens > 11 && res[0].replaced_bytes == 0 &&
+                  res[3].replaced_bytes == 0,
+              "%d %d %d", res[2].replaced_bytes, res[3].cut, res[3].source_tokens);
     for (int i = 0; i < 5; i++) {
         if (i == 1) continue;
         CHECK(res[i].n == 2);

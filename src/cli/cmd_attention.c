@@ -114,6 +114,8 @@ int cmd_attention(int argc, char **argv) {
         fprintf(stderr, "projmt attention: %s\n", err);
         return 1;
     }
+    t.warn = pmt_translator_warn_file;
+    t.warn_ctx = stderr;
     const char *target = values[OPT_TGT];
     int status = 1;
     if (!target) target = greedy_translation(&t, values[OPT_SRC]);

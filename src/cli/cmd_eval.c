@@ -199,6 +199,8 @@ static int translate_and_score(const eval_request *request, const pmt_config *cf
         fprintf(stderr, "projmt eval: %s\n", err);
         return 1;
     }
+    t.warn = pmt_translator_warn_file;
+    t.warn_ctx = stderr;
     cmd_note_compute("eval", &t.model);
     char **hyps = NULL;
     int status = 1;

@@ -209,9 +209,9 @@ static void progress_draw(progress *p, pmt_translator *t, long done, int final) 
     if (!p->on) return;
     const double now = pmt_now_seconds();
     int warned = 0;
-    if (t->warn != stderr) {
-        fclose(t->warn);
-        t->warn = stderr;
+    if (t->warn_ctx != stderr) {
+        fclose(t->warn_ctx);
+        t->warn_ctx = stderr;
         warned = p->warnings_len > 0;
         if (warned) {
             fputs("\r\033[K", stderr);
@@ -226,7 +226,7 @@ static void progress_draw(progress *p, pmt_translator *t, long done, int final) 
         return;
     }
     FILE *mem = open_memstream(&p->warnings, &p->warnings_len);
-    if (mem) t->warn = mem;   /* else warnings go straight to stderr */
+    if (mem) t->warn_ctx = mem;   /* else warnings go straight to stderr */
     if (!warned && now - p->last_draw < 0.25) return;
     p->last_draw = now;
     const double rate = now > p->start ? done / (now - p->start) : 0.0;
@@ -442,6 +442,8 @@ int cmd_translate(int argc, char **argv) {
         if (in != STDIN_FILENO) close(in);
         return 1;
     }
+    t.warn = pmt_translator_warn_file;   /* the program prints what the library only reports */
+    t.warn_ctx = stderr;
     cmd_note_compute("translate", &t.model);
     if (val[1] && !(out = fopen(val[1], "wb"))) {
         fprintf(stderr, "projmt translate: cannot create output '%s'\n", val[1]);

@@ -96,7 +96,8 @@ int pmt_valid_bleu_init(pmt_valid_bleu *v, const pmt_config *cfg, FILE *notes, c
     if (build_translator(v, cfg, err, errlen) != 0) return -1;
     /* Input warnings (truncation, bad UTF-8) repeat identically at every
      * validation: show them on the first one only. */
-    v->tr.warn = notes;
+    v->tr.warn = notes ? pmt_translator_warn_file : NULL;
+    v->tr.warn_ctx = notes;
     v->enabled = 1;
     if (notes)
         fprintf(notes, "validation BLEU/chrF: greedy translation of the first %d of %zu sentences of "

@@ -40,7 +40,6 @@ int pmt_translator_init(pmt_translator *t, pmt_model *model, pmt_spm *spm, const
     t->model = *model;          /* the translator now owns the model's buffers */
     memset(model, 0, sizeof *model);
     t->spm = spm;
-    t->warn = stderr;
     t->opt = *opt;
     t->max_batch = max_batch < 1 ? 1 : max_batch;
     const size_t nb = (size_t)t->max_batch;
@@ -117,14 +116,18 @@ int pmt_translator_set_options(pmt_translator *t, const pmt_decode_options *opt,
     return 0;
 }
 
+void pmt_translator_warn_file(void *file, int line, const char *message) {
+    fprintf(file, "projmt translate: warning: line %d: %s\n", line, message);
+}
+
 static void warn(const pmt_translator *t, int line, const char *fmt, ...) {
     if (!t->warn) return;
+    char message[256];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(t->warn, "projmt translate: warning: line %d: ", line);
-    vfprintf(t->warn, fmt, ap);
-    fputc('\n', t->warn);
+    vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
+    t->warn(t->warn_ctx, line, message);
 }
 
 /* Sanitizes and encodes a line into t->ids row k; returns its length, or -1.

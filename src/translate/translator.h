@@ -2,8 +2,8 @@
  * translator.h — text in, text out: SentencePiece encoding, input checks,
  * batched search (beam_search.h) and decoding back to text.
  *
- * Input policy (each case warns on the translator's warning stream, never
- * aborts): invalid UTF-8 bytes are replaced by U+FFFD; a sentence with more
+ * Input policy (each case is noted in its result and reported to the
+ * translator's warn function when one is set; never an abort): invalid UTF-8 bytes are replaced by U+FFFD; a sentence with more
  * than max_len − 1 source tokens is truncated to that many; an empty (or
  * all-whitespace) line translates to an empty line without running the model.
  *
@@ -35,13 +35,22 @@ typedef struct pmt_translator_totals {
     double seconds;              /* wall time inside pmt_translator_translate */
 } pmt_translator_totals;
 
+/* Where a translator reports what it repaired in an input line (invalid
+ * bytes, a cut): the line's number and a message without a newline. */
+typedef void (*pmt_translator_warn_fn)(void *ctx, int line, const char *message);
+
+/* A pmt_translator_warn_fn writing "projmt translate: warning: line N: ..."
+ * to ctx, a FILE * (the programs' choice; the library itself never prints). */
+void pmt_translator_warn_file(void *file, int line, const char *message);
+
 typedef struct pmt_translator {
     pmt_model model;
     pmt_spm *spm;
     pmt_search search;
     pmt_decode_options opt;
     int max_batch;               /* sentences per translate call */
-    FILE *warn;                  /* warnings (stderr by default; NULL = silent) */
+    pmt_translator_warn_fn warn; /* input repairs (NULL, the default: silent; results carry them too) */
+    void *warn_ctx;              /* warn's first argument */
     pmt_translator_totals totals;
 
     /* scratch sized at init / on demand between calls */
