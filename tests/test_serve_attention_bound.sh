@@ -13,9 +13,11 @@
 # 64 KB body of 128 longer ones. Each must either be answered 200 under
 # 5 MB with one attention block per sentence, or be refused with 413 whose
 # message names the limit and says to ask without attention; either way the
-# server's peak memory (VmHWM) stays under 400 MB. The server runs under a
-# 4 GB address-space limit (not in a sanitizer build) so that a build that
-# builds the square matrix fails here instead of exhausting the machine.
+# server's peak memory (VmHWM) stays under 400 MB (not checked in a
+# sanitizer build, whose shadow memory and quarantine make it meaningless).
+# The server runs under a 4 GB address-space limit (not in a sanitizer
+# build) so that a build that builds the square matrix fails here instead
+# of exhausting the machine.
 # Times are printed, not asserted.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/check.sh"
@@ -25,7 +27,12 @@ serve_setup serve-attention-bound "${1:?usage: test_serve_attention_bound.sh BUI
 SHIPPED=$(dirname "$0")/../models/en-es.int8.pmt
 MAX_ANSWER_BYTES=$((5 * 1000 * 1000))
 MAX_PEAK_KIB=$((400 * 1024))
-if ! grep -q "^PROJMT_SANITIZE:BOOL=ON" "$BUILD/CMakeCache.txt" 2> /dev/null; then
+# A sanitizer build reserves terabytes of address space and keeps freed
+# memory in quarantine: there neither the limit nor the peak means anything
+# (the shipped model's 40 sentences peak at 545 MiB under ASan, 246 without).
+SANITIZED=0
+grep -q "^PROJMT_SANITIZE:BOOL=ON" "$BUILD/CMakeCache.txt" 2> /dev/null && SANITIZED=1
+if [ "$SANITIZED" = 0 ]; then
     ulimit -v $((4 * 1024 * 1024)) || { echo "FAIL: cannot limit the address space"; exit 1; }
 fi
 
@@ -77,7 +84,11 @@ one_request() {
     else
         fail "$name $case: status $CODE, neither 200 nor 413 ($(head -c 300 "$TMP/body"))"
     fi
-    check "$name $case: server peak memory under 400 MB ($((peak / 1024)) MiB)" test "$peak" -lt "$MAX_PEAK_KIB"
+    if [ "$SANITIZED" = 0 ]; then
+        check "$name $case: server peak memory under 400 MB ($((peak / 1024)) MiB)" test "$peak" -lt "$MAX_PEAK_KIB"
+    else
+        echo "$name $case: peak memory not checked (sanitizer build)"
+    fi
     serve_stop
     SERVE_PID=""
 }
