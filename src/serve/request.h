@@ -16,7 +16,7 @@
  *                    {"source": [pieces..., "</s>"], "target": [pieces..., "</s>"],
  *                     "weights": [head][target row][source column]}, ...]}
  *                in the text's order; an empty sentence has no block. Weights are
- *                rounded to 4 decimals; each row sums to 1. Each block is its
+ *                rounded to 4 decimals (trailing zeros dropped); each row sums to 1. Each block is its
  *                sentence's own matrix: a text's blocks are never joined into one
  *                (that matrix grows with the square of the text: 40 long sentences
  *                once gave a 44 MB answer and 800 MB of server memory).
@@ -42,9 +42,9 @@
 #include <jansson.h>
 
 /* The most attention cells one request may get. At most 7 bytes a cell in
- * the answer ("0.1234,") and about 50 of server memory while it is built
- * (jansson's numbers and arrays), it bounds an answer with attention to
- * about 3.7 MB and its memory to about 30 MB; 40 long sentences (7 KB of
+ * the answer ("0.1234,"), written as text (a buffer that doubles) beside
+ * 4-byte floats, it bounds an answer with attention to about 3.7 MB and
+ * the memory it takes to build to about 13 MB; 40 long sentences (7 KB of
  * English, about 30 pieces each) fit, a 64 KB body of them does not. */
 enum { PMT_SERVE_MAX_ATTENTION_CELLS = 524288 };
 

@@ -303,58 +303,140 @@ static json_t *pieces_json(const pmt_spm *spm, const int32_t *ids, int n) {
     return a;
 }
 
-/* A weight as the answer gives it: rounded to 4 decimals, at most 6
- * characters ("0.1234"), which is what bounds an answer's bytes per cell
- * (PMT_SERVE_MAX_ATTENTION_CELLS). Weights are probabilities in [0, 1]. */
-static double rounded_weight(float w) { return (double)(long)((double)w * 1e4 + 0.5) / 1e4; }
+/* The attention is written as text directly, not as jansson values: a
+ * jansson number costs about 50 bytes of heap a cell, and the freed heap of
+ * large answers stayed with the connection threads' malloc arenas (a
+ * 10-minute abuse run grew from 352 to 508 MB). A text buffer that grows by
+ * doubling; failed once any allocation failed. */
+typedef struct text_buffer {
+    char *text;
+    size_t len, cap;
+    int failed;
+} text_buffer;
 
-/* One sentence's block: its source and output pieces and its own
- * [heads][target][source] weights. NULL when out of memory. */
-static json_t *sentence_attention_json(const pmt_server *s, const pmt_alignment *al) {
-    json_t *heads = json_array();
-    int ok = heads != NULL;
-    for (int h = 0; ok && h < al->n_heads; h++) {
-        json_t *rows = json_array();
-        ok = rows && json_array_append_new(heads, rows) == 0;
-        for (int t = 0; ok && t < al->tgt_len; t++) {
-            json_t *row = json_array();
-            ok = row && json_array_append_new(rows, row) == 0;
-            const float *w = al->weights + ((size_t)h * al->tgt_len + t) * al->src_len;
-            for (int j = 0; ok && j < al->src_len; j++) ok = json_array_append_new(row, json_real(rounded_weight(w[j]))) == 0;
+static void put(text_buffer *b, const char *s, size_t n) {
+    if (b->failed) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *grown = realloc(b->text, cap);
+        if (!grown) {
+            b->failed = 1;
+            return;
         }
+        b->text = grown;
+        b->cap = cap;
     }
-    json_t *source = pieces_json(s->tr.spm, al->src_ids, al->src_len);
-    json_t *target = pieces_json(s->tr.spm, al->tgt_ids, al->tgt_len);
-    if (!ok || !source || !target) {
-        json_decref(heads); json_decref(source); json_decref(target);
-        return NULL;
-    }
-    return json_pack("{s:o,s:o,s:o}", "source", source, "target", target, "weights", heads);
+    memcpy(b->text + b->len, s, n);
+    b->len += n;
+    b->text[b->len] = '\0';
 }
 
-/* The attention field: one block per translated sentence of the text, in
- * order (an empty sentence has none), each its own matrix — never one
- * matrix of the whole text, which grows with the square of its length.
- * NULL when out of memory. */
-static json_t *attention_json(const pmt_server *s, const pmt_serve_job *job) {
-    json_t *sentences = json_array();
-    int ok = sentences != NULL;
-    for (int l = 0; ok && l < job->n; l++) {
-        if (!job->alignments[l].weights) continue;
-        json_t *block = sentence_attention_json(s, &job->alignments[l]);
-        ok = block && json_array_append_new(sentences, block) == 0;
+static void put_string(text_buffer *b, const char *s) { put(b, s, strlen(s)); }
+
+/* A weight as the answer gives it: rounded to 4 decimals, trailing zeros
+ * dropped ("0.1234", "0.12", "0", "1"): at most 6 characters, which is what
+ * bounds an answer's bytes per cell (PMT_SERVE_MAX_ATTENTION_CELLS).
+ * Weights are probabilities in [0, 1]. */
+static void put_weight(text_buffer *b, float w) {
+    long units = (long)((double)w * 1e4 + 0.5);
+    char text[32];
+    int n = snprintf(text, sizeof text, "%ld.%04ld", units / 10000, units % 10000);
+    while (text[n - 1] == '0') n--;
+    if (text[n - 1] == '.') n--;
+    put(b, text, (size_t)n);
+}
+
+/* Pieces as a JSON array of strings (jansson escapes them). */
+static void put_pieces(text_buffer *b, const pmt_spm *spm, const int32_t *ids, int n) {
+    json_t *pieces = pieces_json(spm, ids, n);
+    char *text = pieces ? json_dumps(pieces, JSON_COMPACT) : NULL;
+    json_decref(pieces);
+    if (!text) {
+        b->failed = 1;
+        return;
     }
-    if (!ok) {
-        json_decref(sentences);
+    put_string(b, text);
+    free(text);
+}
+
+/* One sentence's block: its source and output pieces and its own
+ * [heads][target][source] weights. */
+static void put_sentence_attention(text_buffer *b, const pmt_server *s, const pmt_alignment *al) {
+    put_string(b, "{\"source\":");
+    put_pieces(b, s->tr.spm, al->src_ids, al->src_len);
+    put_string(b, ",\"target\":");
+    put_pieces(b, s->tr.spm, al->tgt_ids, al->tgt_len);
+    put_string(b, ",\"weights\":[");
+    for (int h = 0; h < al->n_heads; h++) {
+        put_string(b, h ? ",[" : "[");
+        for (int t = 0; t < al->tgt_len; t++) {
+            put_string(b, t ? ",[" : "[");
+            const float *w = al->weights + ((size_t)h * al->tgt_len + t) * al->src_len;
+            for (int j = 0; j < al->src_len; j++) {
+                if (j) put(b, ",", 1);
+                put_weight(b, w[j]);
+            }
+            put(b, "]", 1);
+        }
+        put(b, "]", 1);
+    }
+    put_string(b, "]}");
+}
+
+/* The attention field's value: one block per translated sentence of the
+ * text, in order (an empty sentence has none), each its own matrix — never
+ * one matrix of the whole text, which grows with the square of its length.
+ * NULL when out of memory. */
+static char *attention_text(const pmt_server *s, const pmt_serve_job *job) {
+    text_buffer b = {0};
+    char head[96];
+    snprintf(head, sizeof head, "{\"layer\":%d,\"site\":\"decoder_cross\",\"sentences\":[",
+             s->tr.model.cfg.dec_layers - 1);
+    put_string(&b, head);
+    int blocks = 0;
+    for (int l = 0; l < job->n; l++) {
+        if (!job->alignments[l].weights) continue;
+        if (blocks++) put(&b, ",", 1);
+        put_sentence_attention(&b, s, &job->alignments[l]);
+    }
+    put_string(&b, "]}");
+    if (b.failed) {
+        free(b.text);
         return NULL;
     }
-    return json_pack("{s:i,s:s,s:o}", "layer", s->tr.model.cfg.dec_layers - 1, "site", "decoder_cross", "sentences",
-                     sentences);
+    return b.text;
+}
+
+/* The answer's text: answer (reference stolen) with, when attention is not
+ * NULL, an "attention" field of that text added as its last. NULL when out
+ * of memory. */
+static char *answer_text(json_t *answer, const char *attention) {
+    char *text = answer ? json_dumps(answer, JSON_COMPACT | JSON_REAL_PRECISION(4)) : NULL;
+    json_decref(answer);
+    if (!text || !attention) return text;
+    const size_t len = strlen(text);
+    if (len < 2 || text[len - 1] != '}') {   /* jansson dumps an object: "{...}" */
+        free(text);
+        return NULL;
+    }
+    text_buffer b = {0};
+    put(&b, text, len - 1);   /* without its closing brace */
+    put_string(&b, len > 2 ? ",\"attention\":" : "\"attention\":");
+    put_string(&b, attention);
+    put(&b, "}", 1);
+    free(text);
+    if (b.failed) {
+        free(b.text);
+        return NULL;
+    }
+    return b.text;
 }
 
 /* The answer to a translated request, LibreTranslate's shape plus projmt's
- * warning and attention fields. NULL when out of memory. */
-static json_t *translation_json(const pmt_server *s, const pmt_serve_request *req, const pmt_serve_job *job) {
+ * warning field (the attention is added as text: answer_text). NULL when
+ * out of memory. */
+static json_t *translation_json(const pmt_serve_request *req, const pmt_serve_job *job) {
     json_t *root = json_object(), *texts = json_array(), *alts = json_array();
     for (int i = 0; root && texts && alts && i < req->n_texts; i++) {
         json_t *alt = json_array();
@@ -387,13 +469,6 @@ static json_t *translation_json(const pmt_server *s, const pmt_serve_request *re
         char warning[128];
         snprintf(warning, sizeof warning, "%d invalid UTF-8 byte(s) replaced by U+FFFD", req->replaced);
         json_object_set_new(root, "warning", json_string(warning));
-    }
-    if (req->attention) {
-        json_t *attention = attention_json(s, job);
-        if (!attention || json_object_set_new(root, "attention", attention) != 0) {
-            json_decref(root);
-            return NULL;
-        }
     }
     return root;
 }
@@ -437,8 +512,11 @@ static enum MHD_Result handle_translate(pmt_server *s, struct MHD_Connection *c,
             rc = send_error(s, c, st, 500, err);
         }
     } else {
-        json_t *answer = translation_json(s, &req, &job);
-        rc = answer ? send_json(s, c, st, 200, answer) : send_error(s, c, st, 500, "out of memory");
+        char *attention = req.attention ? attention_text(s, &job) : NULL;
+        char *text = req.attention && !attention ? NULL : answer_text(translation_json(&req, &job), attention);
+        free(attention);
+        rc = text ? send_text(s, c, st, 200, "application/json; charset=utf-8", text)
+                  : send_error(s, c, st, 500, "out of memory");
     }
     pmt_serve_job_free(&job);
     pmt_serve_request_free(&req);
