@@ -14,16 +14,32 @@ earns it):
              body past it (expects the connection cut)
   trickle    a body sent one byte every 2 s (under the idle timeout): expects
              the connection cut at --request-timeout
+  header trickle  the headers sent one byte every 2 s: expects the
+             connection cut at --request-timeout from the accept
   greedy     opens 40 connections at once from 127.0.0.6: counts how many the
              per-address limit closed at accept, then closes them
+  IPv6 /64 flood  40 connections at once, each from another address of one
+             IPv6 /64: expects at most --max-connections-per-ip kept (the
+             /64 is one client), while a client of another /64 is answered
+  huge attention  "attention": true on 40 long sentences (expects 200 under
+             5 MB with a block per sentence, or 413) and on a 64 KB body of
+             128 long sentences (the same; 413 on the shipped model), every 5 s
   keyless    valid requests without a key, and a wrong Bearer key: expects 403
-At the end: SIGTERM while the valid clients and a trickler still run; the
-time to exit is compared with --drain-timeout.
+At the end: SIGTERM while the valid clients and a trickler still run and
+16 clients have just sent 96 lines each at beam 8 (a full queue): the time to
+exit is compared with --drain-timeout, and each queued request must be
+answered, 200 or 503.
+
+As root the run happens in a network namespace of its own (unshare -n),
+whose loopback carries the IPv6 /64 flood's addresses and where the server
+listens on "::" (IPv6 and IPv4); otherwise on 127.0.0.1, without the IPv6
+client.
 
 Reports answers by status (and "cut": connections the server closed as
 intended), lost answers (a request that should have been answered and was
 not), answers that differ from `projmt translate`, p50/p99 latency of the
-valid requests, the server's RSS after warm-up and at the end, and the stop.
+valid requests, the server's RSS after warm-up and at the end and its peak
+(VmHWM), and the stop.
 Prints a Markdown table and writes the figures as JSON (--json).
 
 usage: abuse_serve.py --projmt build/projmt --model models/en-es.int8.pmt
@@ -35,6 +51,8 @@ import json
 import os
 import platform
 import random
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -44,11 +62,17 @@ import threading
 import time
 
 KEY = "abuse-run-key"
-MAX_BODY = 4096
+MAX_BODY = 65536   # the server's default: room for the huge-attention requests
 REQUEST_TIMEOUT = 20
 DRAIN_TIMEOUT = 10
 IDLE_TIMEOUT = 5
 PER_IP = 16
+IPV6_FLOOD = ["2001:db8:43::%x" % k for k in range(1, 41)]   # one /64
+IPV6_OTHER = "2001:db8:44::1"                                 # another
+# The full queue at the stop: 16 requests of 96 lines (up to two sentences a
+# line: within 128 sentences a request) at beam 8, from two addresses (8 each,
+# under the per-address limit): far more than the drain deadline's worth.
+QUEUE_CLIENTS, QUEUE_LINES, QUEUE_BEAM = 16, 96, 8
 
 
 class Tally:
@@ -75,10 +99,12 @@ class Tally:
 
 
 def connect(port, source, timeout=60):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    """A connection from source (IPv4, or IPv6 to ::1)."""
+    family = socket.AF_INET6 if ":" in source else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
     s.settimeout(timeout)
     s.bind((source, 0))
-    s.connect(("127.0.0.1", port))
+    s.connect(("::1" if family == socket.AF_INET6 else "127.0.0.1", port))
     return s
 
 
@@ -274,6 +300,157 @@ def greedy_client(port, stop, tally):
         stop.wait(2)
 
 
+def header_trickle_client(port, stop, tally):
+    """Headers one byte every 2 s: cut at the request deadline, from the accept."""
+    headers = (b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Slow: " +
+               b"a" * 4000 + b"\r\n\r\n")
+    while not stop.is_set():
+        try:
+            s = connect(port, "127.0.0.9")
+        except OSError as e:
+            tally.lose("header trickle", type(e).__name__)
+            stop.wait(1)
+            continue
+        start = time.monotonic()
+        s.settimeout(2)
+        was_cut = False
+        for i in range(len(headers)):
+            try:
+                s.sendall(headers[i:i + 1])
+                if s.recv(4096) == b"":
+                    was_cut = True
+                    break
+            except socket.timeout:
+                if stop.is_set():
+                    break
+                continue
+            except OSError:
+                was_cut = True
+                break
+        s.close()
+        if not was_cut:
+            if not stop.is_set():
+                tally.answer("header trickle", "held", {"cut"})
+            continue
+        tally.answer("header trickle", "cut", {"cut"})
+        with tally.lock:
+            tally.status[("header trickle seconds", "max")] = max(tally.status[("header trickle seconds", "max")],
+                                                                  round(time.monotonic() - start))
+
+
+def ipv6_flood_client(port, stop, tally):
+    """40 connections from 40 addresses of one /64, headers never finished:
+    at most PER_IP kept; meanwhile a request from another /64 is answered."""
+    while not stop.is_set():
+        held, closed = [], 0
+        for source in IPV6_FLOOD:
+            try:
+                s = connect(port, source, timeout=5)
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+                held.append(s)
+            except OSError:
+                closed += 1
+        time.sleep(1)
+        for s in held:   # a connection closed at accept reads EOF at once
+            s.setblocking(False)
+            try:
+                if s.recv(1) == b"":
+                    closed += 1
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed += 1
+        kept = len(IPV6_FLOOD) - closed
+        tally.answer("IPv6 /64 flood (40 addresses)", f"{min(kept, PER_IP)} kept or fewer" if kept <= PER_IP
+                     else f"{kept} kept", {f"{min(kept, PER_IP)} kept or fewer"})
+        with tally.lock:
+            tally.status[("IPv6 /64 flood connections", "kept")] += kept
+            tally.status[("IPv6 /64 flood connections", "closed")] += closed
+        answered("IPv6 another /64 during the flood", tally, {200},
+                 lambda: http_request_v6(port, IPV6_OTHER, "GET", "/health"))
+        for s in held:
+            s.close()
+        stop.wait(2)
+
+
+def http_request_v6(port, source, method, path, timeout=120):
+    """One request to [::1]:port from an IPv6 source: (status, body bytes)."""
+    conn = http.client.HTTPConnection("::1", port, timeout=timeout, source_address=(source, 0))
+    try:
+        conn.request(method, path)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def attention_bodies(sentences_file):
+    """Two requests with attention: 40 long sentences in one q, and a body
+    just under 64 KB of 128 long sentences (one a line)."""
+    with open(sentences_file, encoding="utf-8") as f:
+        lines = [line.strip() for line in f if line.strip()]
+    longs = [l for l in lines if 150 <= len(l) <= 200 and ". " not in l][:40]
+    forty = json.dumps({"q": "\n".join(longs), "source": "en", "target": "es", "attention": True, "api_key": KEY})
+    clean = [re.sub(r"[.?!;:]", "", l) for l in lines]
+    big, i = [], 0
+    while len(big) < 128:
+        s = ""
+        while len(s) < 480:
+            s += (" and " if s else "") + clean[i % len(clean)]
+            i += 1
+        big.append(s[:560] + ".")
+    q = "\n".join(big)
+    while True:
+        body = json.dumps({"q": q, "source": "en", "target": "es", "attention": True, "api_key": KEY})
+        if len(body.encode()) <= MAX_BODY:
+            break
+        q = q[:-200].rstrip() + "."
+    return [("huge attention: 40 long sentences", forty.encode(), len(longs)),
+            ("huge attention: 64 KB body", body.encode(), q.count("\n") + 1)]
+
+
+def huge_attention_client(port, stop, tally, bodies):
+    """Expects 200 under 5 MB with a block per sentence (each line is at
+    least one), or 413 naming the limit."""
+    while not stop.is_set():
+        for kind, body, n_sentences in bodies:
+            try:
+                status, data = http_request(port, "127.0.0.10", "POST", "/translate", body,
+                                            {"Content-Type": "application/json"})
+            except (OSError, http.client.HTTPException) as e:
+                tally.lose(kind, type(e).__name__)
+                continue
+            if status == 200:
+                blocks = len(json.loads(data).get("attention", {}).get("sentences", []))
+                outcome = "200 under 5 MB, a block per sentence" if len(data) < 5e6 and blocks >= n_sentences \
+                    else f"200 of {len(data)} bytes, {blocks} blocks"
+            elif status == 413:
+                outcome = "413 naming the limit" if b"cells" in data and b"attention" in data else "413 unclear"
+            else:
+                outcome = status
+            tally.answer(kind, outcome, {"200 under 5 MB, a block per sentence", "413 naming the limit"})
+            with tally.lock:
+                tally.status[(kind + " answer bytes", "max")] = max(tally.status[(kind + " answer bytes", "max")],
+                                                                    len(data))
+            stop.wait(5)
+
+
+def queue_client(port, sentences, tally, k):
+    """One request of QUEUE_LINES lines sent just before SIGTERM: answered
+    200, or 503 once the drain deadline has passed."""
+    q = "\n".join(sentences[(k * QUEUE_LINES + i) % len(sentences)] for i in range(QUEUE_LINES))
+    body = json.dumps({"q": q, "source": "en", "target": "es", "beam_size": QUEUE_BEAM, "api_key": KEY})
+    try:
+        status, data = http_request(port, "127.0.0.%d" % (11 + k % 2), "POST", "/translate", body,
+                                    {"Content-Type": "application/json"}, timeout=600)
+    except (OSError, http.client.HTTPException) as e:
+        tally.lose("full queue at the stop", type(e).__name__)
+        return
+    if status == 503 and b"drain deadline" not in data:
+        status = "503 without the drain message"
+    tally.answer("full queue at the stop", status, {200, 503})
+
+
 def keyless_client(port, stop, tally, sentences):
     rng = random.Random(7)
     while not stop.is_set():
@@ -285,12 +462,31 @@ def keyless_client(port, stop, tally, sentences):
         stop.wait(0.2)
 
 
-def rss_kib(pid):
+def rss_kib(pid, field="VmRSS"):
+    """VmRSS (or VmHWM, the peak) of pid in KiB."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def enter_network_namespace():
+    """As root, re-runs this script in a network namespace of its own (the
+    IPv6 /64 flood needs addresses of its own on the loopback); inside, sets
+    them up. True inside such a namespace; False where none can be made."""
+    if os.environ.get("PROJMT_ABUSE_NETNS") == "1":
+        commands = [["ip", "link", "set", "lo", "up"]]
+        commands += [["ip", "-6", "addr", "add", a + "/128", "dev", "lo", "nodad"] for a in IPV6_FLOOD + [IPV6_OTHER]]
+        for c in commands:
+            subprocess.run(c, check=True)
+        return True
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("ip"):
+        return False
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        return False
+    os.environ["PROJMT_ABUSE_NETNS"] = "1"
+    os.execvp("unshare", ["unshare", "-n", sys.executable] + sys.argv)
 
 
 def cpu_name():
@@ -313,6 +509,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json")
     a = ap.parse_args()
+    in_namespace = enter_network_namespace()
+    host = "::" if in_namespace else "127.0.0.1"
 
     tmp = tempfile.mkdtemp(prefix="projmt-abuse-")
     with open(a.sentences, encoding="utf-8") as f:
@@ -320,7 +518,10 @@ def main():
     pool = os.path.join(tmp, "pool.en")
     with open(pool, "w", encoding="utf-8") as f:
         f.write("\n".join(sentences) + "\n")
-    out = subprocess.run([a.projmt, "translate", "--model", a.model, "--threads", str(a.threads), "-i", pool],
+    # --split-sentences: the server cuts each text into sentences, so the
+    # reference must too (FLORES lines often hold two).
+    out = subprocess.run([a.projmt, "translate", "--model", a.model, "--threads", str(a.threads), "--split-sentences",
+                          "-i", pool],
                          check=True, capture_output=True, text=True)
     expected = out.stdout.rstrip("\n").split("\n")
     assert len(expected) == len(sentences), "translate gave %d lines for %d" % (len(expected), len(sentences))
@@ -329,7 +530,8 @@ def main():
     with open(key_file, "w") as f:
         f.write(KEY + "\n")
     log = open(os.path.join(tmp, "serve.err"), "w+")
-    server = subprocess.Popen([a.projmt, "serve", "--model", a.model, "--port", "0", "--threads", str(a.threads),
+    server = subprocess.Popen([a.projmt, "serve", "--model", a.model, "--host", host, "--port", "0",
+                               "--threads", str(a.threads),
                                "--api-key-file", key_file, "--max-body", str(MAX_BODY), "--timeout", str(IDLE_TIMEOUT),
                                "--request-timeout", str(REQUEST_TIMEOUT), "--drain-timeout", str(DRAIN_TIMEOUT),
                                "--max-connections-per-ip", str(PER_IP)], stderr=log)
@@ -337,8 +539,9 @@ def main():
     for _ in range(600):
         log.seek(0)
         text = log.read()
-        if "listening on http://127.0.0.1:" in text:
-            port = int(text.split("listening on http://127.0.0.1:")[1].split("/")[0])
+        listening = re.search(r"listening on http://\S*:(\d+)/", text)
+        if listening:
+            port = int(listening.group(1))
             break
         if server.poll() is not None:
             sys.exit("the server did not start:\n" + text)
@@ -360,7 +563,11 @@ def main():
                 threading.Thread(target=oversized_client, args=(port, stop, tally)),
                 threading.Thread(target=trickle_client, args=(port, stop, tally)),
                 threading.Thread(target=greedy_client, args=(port, stop, tally)),
-                threading.Thread(target=keyless_client, args=(port, stop, tally, sentences))]
+                threading.Thread(target=keyless_client, args=(port, stop, tally, sentences)),
+                threading.Thread(target=header_trickle_client, args=(port, stop, tally)),
+                threading.Thread(target=huge_attention_client, args=(port, stop, tally, attention_bodies(a.sentences)))]
+    if in_namespace:
+        threads.append(threading.Thread(target=ipv6_flood_client, args=(port, stop, tally)))
     start = time.monotonic()
     for t in threads:
         t.start()
@@ -372,15 +579,21 @@ def main():
     for t in threads[4:]:
         t.join()
     rss_end = rss_kib(server.pid)
+    peak = rss_kib(server.pid, "VmHWM")
     # The first minute of concurrent load grows the heap once (malloc arenas
     # of the connection threads, the decoder's batch buffers): steady state
     # is judged from there.
     rss_1min = rss_samples[min(5, len(rss_samples) - 1)] if rss_samples else rss_end
     load_seconds = time.monotonic() - start
 
-    # The stop under load: the valid clients keep sending, a trickler holds a request open.
+    # The stop under load: the valid clients keep sending, a trickler holds a
+    # request open, and a full queue waits (more sentences than the drain
+    # deadline has time for).
     drain_trickler = threading.Thread(target=trickle_once, args=(port, threading.Event(), tally, "trickle during the stop"))
     drain_trickler.start()
+    queue_threads = [threading.Thread(target=queue_client, args=(port, sentences, tally, k)) for k in range(QUEUE_CLIENTS)]
+    for t in queue_threads:
+        t.start()
     time.sleep(2)
     stop_start = time.monotonic()
     stopping.set()
@@ -392,7 +605,7 @@ def main():
         rc = "killed (did not stop)"
     stop_seconds = time.monotonic() - stop_start
     valid_stop.set()
-    for t in threads[:4]:
+    for t in threads[:4] + queue_threads:
         t.join()
     drain_trickler.join()
     log.seek(0)
@@ -410,6 +623,8 @@ def main():
         "lost": lost, "lost_by_kind": {f"{k} {w}": n for (k, w), n in tally.lost.items()},
         "valid_answers": len(lat), "differing": len(tally.mismatches), "differing_examples": tally.mismatches[:5],
         "latency_ms": {"p50": round(pct(0.5), 1), "p99": round(pct(0.99), 1), "max": round(lat[-1] * 1000, 1) if lat else None},
+        "ipv6_flood": "ran (own network namespace, server on ::)" if in_namespace else "skipped (needs root)",
+        "peak_kib": peak,
         "rss_kib": {"after_warm_up": rss_start, "after_1_min": rss_1min, "end": rss_end,
                     "min": min(rss_samples + [rss_end]), "max": max(rss_samples + [rss_end]),
                     "change_percent_from_warm_up": round(100 * (rss_end - rss_start) / rss_start, 1),
@@ -427,6 +642,8 @@ def main():
     r = result["rss_kib"]
     print(f"| RSS after warm-up / after 1 min / end | {rss_start} / {rss_1min} / {rss_end} KiB "
           f"({r['change_percent_from_warm_up']:+} % / {r['change_percent_from_1_min']:+} % to the end) |")
+    print(f"| server peak (VmHWM) before the stop | {peak} KiB |")
+    print(f"| IPv6 /64 flood | {result['ipv6_flood']} |")
     print(f"| stop under load | exit {rc} after {stop_seconds:.1f} s (drain deadline {DRAIN_TIMEOUT} s) |")
     if a.json:
         with open(a.json, "w") as f:

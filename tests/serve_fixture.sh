@@ -38,7 +38,8 @@ serve_start() {
   PORT=""
   # Wait for the "listening" line: bounded in tries, not a timing assertion.
   for _ in $(seq 600); do
-    PORT=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\)\/.*/\1/p' "$TMP/$name.err" 2> /dev/null)
+    # Any host: 127.0.0.1, or [::] for an IPv6 server.
+    PORT=$(sed -n 's/.*listening on http:\/\/.*:\([0-9]*\)\/ .*/\1/p' "$TMP/$name.err" 2> /dev/null)
     [ -n "$PORT" ] && return 0
     kill -0 "$SERVE_PID" 2> /dev/null || { cat "$TMP/$name.err"; return 1; }
     sleep 0.1

@@ -105,14 +105,19 @@ check "translatedText + alternatives = translate --n-best 3 ($(cat "$TMP/nbest_c
 req POST /translate "${JSON[@]}" -d '{"q": "where is the station", "source": "en", "target": "es", "attention": true}'
 check "attention: 200" test "$CODE" = 200
 check "attention: translation unchanged" test "$(jget "$TMP/body" "d['translatedText']")" = "$(expected 3)"
-shape=$(jget "$TMP/body" "(len(d['attention']['weights']), len(d['attention']['target']), len(d['attention']['source']), d['attention']['source'][-1], d['attention']['target'][-1])")
+A="d['attention']['sentences'][0]"
+check "attention: one block for one sentence" test "$(jget "$TMP/body" "len(d['attention']['sentences'])")" = 1
+shape=$(jget "$TMP/body" "(len($A['weights']), len($A['target']), len($A['source']), $A['source'][-1], $A['target'][-1])")
 check "attention: 2 heads x (output + </s>) x (source + </s>) ($shape)" \
-    test "$(jget "$TMP/body" "all(len(h) == len(d['attention']['target']) and all(len(r) == len(d['attention']['source']) for r in h) for h in d['attention']['weights']) and len(d['attention']['weights']) == 2")" = True
-check "attention: rows end in </s>" test "$(jget "$TMP/body" "d['attention']['source'][-1] + d['attention']['target'][-1]")" = "</s></s>"
+    test "$(jget "$TMP/body" "all(len(h) == len($A['target']) and all(len(r) == len($A['source']) for r in h) for h in $A['weights']) and len($A['weights']) == 2")" = True
+check "attention: rows end in </s>" test "$(jget "$TMP/body" "$A['source'][-1] + $A['target'][-1]")" = "</s></s>"
 check "attention: every row sums to 1" \
-    test "$(jget "$TMP/body" "all(abs(sum(r) - 1) < 2e-3 for h in d['attention']['weights'] for r in h)")" = True
-# A text of two sentences (cut by the server): each one's attention, in its
-# own block of one matrix, zeros elsewhere (it was translated by itself).
+    test "$(jget "$TMP/body" "all(abs(sum(r) - 1) < 2e-3 for h in $A['weights'] for r in h)")" = True
+check "attention: weights rounded to 4 decimals" \
+    test "$(jget "$TMP/body" "all(round(w, 4) == w for h in $A['weights'] for r in h for w in r)")" = True
+# A text of two sentences (cut by the server): each one's attention in a
+# block of its own, equal to the block of that sentence sent alone (it was
+# translated by itself), never one matrix of the whole text.
 req POST /translate "${JSON[@]}" -d '{"q": "Where is the station? The cat sleeps.", "source": "en", "target": "es", "attention": true}'
 cp "$TMP/body" "$TMP/att_both.json"
 req POST /translate "${JSON[@]}" -d '{"q": "Where is the station?", "source": "en", "target": "es", "attention": true}'
@@ -122,19 +127,15 @@ cp "$TMP/body" "$TMP/att_two.json"
 blocks=$(python3 - "$TMP/att_both.json" "$TMP/att_one.json" "$TMP/att_two.json" <<'PY'
 import json, sys
 both, one, two = (json.load(open(f, encoding="utf-8"))["attention"] for f in sys.argv[1:])
-S1, T1 = len(one["source"]), len(one["target"])
 bad = []
-if both["source"] != one["source"] + two["source"]: bad.append("sources")
-if both["target"] != one["target"] + two["target"]: bad.append("targets")
-for h, rows in enumerate(both["weights"]):
-    for t, row in enumerate(rows):
-        want = one["weights"][h][t] + [0.0] * len(two["source"]) if t < T1 else \
-            [0.0] * S1 + two["weights"][h][t - T1]
-        if len(row) != len(want) or any(abs(a - b) > 1e-6 for a, b in zip(row, want)): bad.append(f"head {h} row {t}")
+if set(both) != {"layer", "site", "sentences"}: bad.append(f"fields {sorted(both)}")
+if len(both["sentences"]) != 2: bad.append(f"{len(both['sentences'])} blocks")
+for k, alone in enumerate((one, two)):
+    if k < len(both["sentences"]) and both["sentences"][k] != alone["sentences"][0]: bad.append(f"block {k}")
 print("same" if not bad else ", ".join(bad[:4]))
 PY
 )
-check "attention of two sentences: each one's, in its own block ($blocks)" test "$blocks" = same
+check "attention of two sentences: each one's, in a block of its own ($blocks)" test "$blocks" = same
 # An empty line between them has no attention and adds no block.
 req POST /translate "${JSON[@]}" -d '{"q": "Where is the station?\n\nThe cat sleeps.", "source": "en", "target": "es", "attention": true}'
 check "attention across an empty line: the same blocks" \

@@ -1,7 +1,9 @@
 /*
  * batch_queue.c — see batch_queue.h. One mutex guards the FIFO of waiting
- * sentences; the worker holds it only to pick a batch and to hand results
- * back, never while decoding.
+ * sentences and the jobs' remaining counts; the worker holds it only to pick
+ * a batch and to hand results back, never while decoding. A job's results,
+ * alignments and failure are written by the worker alone while any of its
+ * sentences is in a batch, and read by its submitter once none is.
  */
 #include "serve/batch_queue.h"
 
@@ -32,6 +34,13 @@ static int compatible_waiting(const pmt_serve_queue *q, const pmt_serve_job *lea
     return n;
 }
 
+/* The tail, found again from the head after items were unlinked. Caller
+ * holds the lock. */
+static void find_tail(pmt_serve_queue *q) {
+    q->tail = q->head;
+    while (q->tail && q->tail->next) q->tail = q->tail->next;
+}
+
 /* Unlinks up to max_batch sentences compatible with the head into batch[];
  * returns how many. Caller holds the lock. */
 static int take_batch(pmt_serve_queue *q, pmt_serve_item **batch) {
@@ -46,11 +55,30 @@ static int take_batch(pmt_serve_queue *q, pmt_serve_item **batch) {
             link = &it->next;
         }
     }
-    /* The tail is found again from the head: the loop may stop at a full
-     * batch before it reaches the end of the queue. */
-    q->tail = q->head;
-    while (q->tail && q->tail->next) q->tail = q->tail->next;
+    /* The loop may stop at a full batch before it reaches the end of the queue. */
+    find_tail(q);
     return n;
+}
+
+/* Unlinks the waiting sentences of job (a job that failed or was
+ * cancelled; every job's when job is NULL), so that nothing more is
+ * translated for an answer that will be an error, and wakes each job left
+ * with no sentence in a batch. Caller holds the lock. Returns how many were
+ * unlinked. */
+static long drop_waiting(pmt_serve_queue *q, const pmt_serve_job *job) {
+    long dropped = 0;
+    for (pmt_serve_item **link = &q->head; *link;) {
+        pmt_serve_item *it = *link;
+        if (job && it->job != job) {
+            link = &it->next;
+            continue;
+        }
+        *link = it->next;
+        dropped++;
+        if (--it->job->remaining == 0) pthread_cond_signal(&it->job->done);
+    }
+    find_tail(q);
+    return dropped;
 }
 
 static void fail_job(pmt_serve_job *job, const char *err) {
@@ -75,7 +103,9 @@ static int keep_result(pmt_serve_result *out, const pmt_translation *r) {
 }
 
 /* The alignment of job sentence k with its best hypothesis, tokenized
- * as the translator does (cut to max_len - 1 pieces), into job->parts[k]. */
+ * as the translator does (cut to max_len - 1 pieces), into
+ * job->alignments[k] — unless its cells would take the job past its budget,
+ * which fails the job as over budget before anything is allocated. */
 static void align_item(pmt_serve_queue *q, pmt_serve_job *job, int k, const pmt_translation *r, const char *text) {
     const int max_src = q->tr->model.max_len - 1;
     int32_t *ids = malloc((size_t)(max_src + 1) * sizeof *ids);
@@ -85,10 +115,23 @@ static void align_item(pmt_serve_queue *q, pmt_serve_job *job, int k, const pmt_
         return;
     }
     int n = pmt_spm_encode(q->tr->spm, text, ids, max_src);
-    if (n < 0) fail_job(job, "tokenizing failed");
-    else if (pmt_aligner_run(&q->aligner, ids, n < max_src ? n : max_src, r->hyp[0].ids, r->hyp[0].len,
-                             &job->parts[k], err, sizeof err) != 0)
+    if (n < 0) {
+        fail_job(job, "tokenizing failed");
+        free(ids);
+        return;
+    }
+    const int src_len = n < max_src ? n : max_src;
+    /* rows: the output pieces and </s>; columns: the source pieces and </s> */
+    const long cells = (long)q->tr->model.NH * (r->hyp[0].len + 1) * (src_len + 1);
+    if (job->cells + cells > job->max_cells) {
+        job->over_budget = 1;
+        fail_job(job, "the attention passes its budget of cells");
+    } else if (pmt_aligner_run(&q->aligner, ids, src_len, r->hyp[0].ids, r->hyp[0].len, &job->alignments[k], err,
+                               sizeof err) != 0) {
         fail_job(job, err);
+    } else {
+        job->cells += cells;
+    }
     free(ids);
 }
 
@@ -112,8 +155,9 @@ static void run_batch(pmt_serve_queue *q, pmt_serve_item **batch, int n, const c
             fail_job(job, err);
             continue;
         }
+        if (job->failed) continue;   /* its answer is an error: nothing more to keep */
         if (keep_result(&job->results[k], &res[i]) != 0) fail_job(job, "out of memory");
-        if (job->align && res[i].n > 0) align_item(q, job, k, &res[i], lines[i]);
+        else if (job->align && res[i].n > 0) align_item(q, job, k, &res[i], lines[i]);
     }
     if (q->metrics) pmt_metrics_batch(q->metrics, n);
 }
@@ -154,6 +198,9 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&q->lock);
         for (int i = 0; i < n; i++) {
             pmt_serve_job *job = q->batch[i]->job;
+            /* A job that failed in this batch (over budget, an error) has
+             * its other sentences taken off the queue first. */
+            if (job->failed && job->remaining > 1) drop_waiting(q, job);
             if (--job->remaining == 0) pthread_cond_signal(&job->done);
         }
     }
@@ -205,13 +252,13 @@ int pmt_serve_queue_start(pmt_serve_queue *q, pmt_translator *tr, pmt_metrics *m
 }
 
 int pmt_serve_queue_submit(pmt_serve_queue *q, pmt_serve_job *job) {
-    job->failed = 0;
+    job->failed = job->over_budget = job->cancelled = 0;
     job->err[0] = '\0';
-    memset(&job->alignment, 0, sizeof job->alignment);
+    job->cells = 0;
     job->results = calloc((size_t)(job->n > 0 ? job->n : 1), sizeof *job->results);
     job->items = calloc((size_t)(job->n > 0 ? job->n : 1), sizeof *job->items);
-    job->parts = job->align ? calloc((size_t)(job->n > 0 ? job->n : 1), sizeof *job->parts) : NULL;
-    if (!job->results || !job->items || (job->align && !job->parts)) {
+    job->alignments = job->align ? calloc((size_t)(job->n > 0 ? job->n : 1), sizeof *job->alignments) : NULL;
+    if (!job->results || !job->items || (job->align && !job->alignments)) {
         fail_job(job, "out of memory");
         return -1;
     }
@@ -220,7 +267,11 @@ int pmt_serve_queue_submit(pmt_serve_queue *q, pmt_serve_job *job) {
     job->arrival = pmt_now_seconds();
     job->remaining = job->n;
     pthread_mutex_lock(&q->lock);
-    for (int i = 0; i < job->n; i++) {
+    if (q->cancelled) {
+        job->cancelled = 1;
+        job->remaining = 0;
+    }
+    for (int i = 0; i < job->remaining; i++) {
         pmt_serve_item *it = &job->items[i];
         it->job = job;
         it->index = i;
@@ -233,9 +284,20 @@ int pmt_serve_queue_submit(pmt_serve_queue *q, pmt_serve_job *job) {
     while (job->remaining > 0) pthread_cond_wait(&job->done, &q->lock);
     pthread_mutex_unlock(&q->lock);
     pthread_cond_destroy(&job->done);
-    if (job->align && !job->failed && pmt_alignment_concat(job->parts, job->n, &job->alignment) != 0)
-        fail_job(job, "out of memory");
-    return job->failed ? -1 : 0;
+    if (job->cancelled) snprintf(job->err, sizeof job->err, "the server is stopping: its queue was cancelled");
+    return job->failed || job->cancelled ? -1 : 0;
+}
+
+long pmt_serve_queue_cancel(pmt_serve_queue *q) {
+    if (!q->started) return 0;
+    pthread_mutex_lock(&q->lock);
+    q->cancelled = 1;
+    /* Only the flag, under the lock: the worker may be writing the job's
+     * results and err for its sentences in the batch being decoded. */
+    for (pmt_serve_item *it = q->head; it; it = it->next) it->job->cancelled = 1;
+    const long dropped = drop_waiting(q, NULL);
+    pthread_mutex_unlock(&q->lock);
+    return dropped;
 }
 
 void pmt_serve_queue_stop(pmt_serve_queue *q) {
@@ -260,10 +322,9 @@ void pmt_serve_job_free(pmt_serve_job *job) {
     }
     free(job->results);
     free(job->items);
-    for (int i = 0; job->parts && i < job->n; i++) pmt_alignment_free(&job->parts[i]);
-    free(job->parts);
-    pmt_alignment_free(&job->alignment);
+    for (int i = 0; job->alignments && i < job->n; i++) pmt_alignment_free(&job->alignments[i]);
+    free(job->alignments);
     job->results = NULL;
     job->items = NULL;
-    job->parts = NULL;
+    job->alignments = NULL;
 }

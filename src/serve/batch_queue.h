@@ -10,6 +10,18 @@
  * load, sentences queue while a batch decodes, so the next batch is full at
  * once — which is what brings the throughput close to `translate -i`.
  *
+ * A job that asks for alignments carries a budget of cells (heads x output
+ * pieces x source pieces, summed over its sentences): each sentence's
+ * alignment is made only while the sum stays within it, so what a job holds
+ * grows with its text, never with a joined square. A job that fails (over
+ * its budget, or an error) has its sentences still waiting taken off the
+ * queue: nothing is translated for an answer that will not be sent.
+ *
+ * The stop: pmt_serve_queue_cancel takes every waiting sentence off the
+ * queue and fails its job as cancelled (the server answers 503 past its
+ * drain deadline), so a full queue cannot hold a stop for the time it
+ * takes to translate it; the batch being decoded finishes first.
+ *
  * Ownership: the queue borrows the translator (which must outlive it and is
  * used by the worker thread only, as is the aligner it owns). A job is the
  * caller's; the results pmt_serve_queue_submit fills are freed with
@@ -38,15 +50,18 @@ typedef struct pmt_serve_job {
     int n;                       /* sentences */
     const char *const *text;     /* [n] valid UTF-8, no NUL (borrowed) */
     int beam_size, n_best;
-    int align;                   /* also fill alignment, of every sentence */
+    int align;                   /* also fill alignments, of every sentence */
+    long max_cells;              /* when align: the budget of alignment cells over all sentences */
     /* filled by pmt_serve_queue_submit */
     pmt_serve_result *results;   /* [n] */
-    pmt_alignment alignment;     /* when align: the sentences' alignments joined (pmt_alignment_concat;
-                                    empty sentences have none, so none at all when every one is empty) */
-    int failed;                  /* 1: err says why */
+    pmt_alignment *alignments;   /* [n] when align: each sentence's own (an empty sentence has none: weights NULL) */
+    long cells;                  /* alignment cells made: n_heads x tgt_len x src_len summed */
+    int failed;                  /* 1: err says why (over_budget: the alignments would pass max_cells) */
+    int over_budget;
+    int cancelled;               /* taken off the queue by pmt_serve_queue_cancel (the answer is that,
+                                    whatever else failed) */
     char err[256];
     /* private */
-    pmt_alignment *parts;        /* [n] when align: each sentence's, joined into alignment at the end */
     pmt_serve_item *items;
     int remaining;
     double arrival;
@@ -64,6 +79,7 @@ typedef struct pmt_serve_queue {
     pthread_cond_t work;
     pmt_serve_item *head, *tail;
     int stop;
+    int cancelled;               /* pmt_serve_queue_cancel ran: every job submitted later fails at once */
     pthread_t worker;
     int started;
     /* the worker's batch, [max_batch] each */
@@ -77,8 +93,12 @@ typedef struct pmt_serve_queue {
 int pmt_serve_queue_start(pmt_serve_queue *q, pmt_translator *tr, pmt_metrics *metrics, int max_batch,
                           int max_wait_ms, int threads, char *err, size_t errlen);
 /* Translates every sentence of job (blocking). 0, or -1 with job->err
- * (out of memory, or the translator failed). */
+ * (out of memory, the translator failed, job->over_budget, job->cancelled). */
 int pmt_serve_queue_submit(pmt_serve_queue *q, pmt_serve_job *job);
+/* Fails every job with sentences still waiting as cancelled, and every job
+ * submitted from now on; sentences being decoded finish. Returns how many
+ * sentences were taken off the queue. */
+long pmt_serve_queue_cancel(pmt_serve_queue *q);
 /* Lets the worker finish every queued sentence, then joins it. */
 void pmt_serve_queue_stop(pmt_serve_queue *q);
 void pmt_serve_job_free(pmt_serve_job *job);

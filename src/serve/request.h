@@ -10,8 +10,21 @@
  *   alternatives extra hypotheses per text, 0..max_beam-1 (default 0)
  *   beam_size    projmt: 1..max_beam (default the model's; raised to
  *                alternatives+1 when smaller)
- *   attention    projmt: true adds the cross-attention (q a string; its sentences' joined,
- *                each in its own block: pmt_alignment_concat)
+ *   attention    projmt: true adds the last decoder layer's cross-attention (q must be
+ *                one string), one block per sentence the server cut the text into:
+ *                  "attention": {"layer": L, "site": "decoder_cross", "sentences": [
+ *                    {"source": [pieces..., "</s>"], "target": [pieces..., "</s>"],
+ *                     "weights": [head][target row][source column]}, ...]}
+ *                in the text's order; an empty sentence has no block. Weights are
+ *                rounded to 4 decimals (trailing zeros dropped); each row sums to 1. Each block is its
+ *                sentence's own matrix: a text's blocks are never joined into one
+ *                (that matrix grows with the square of the text: 40 long sentences
+ *                once gave a 44 MB answer and 800 MB of server memory).
+ *                The cells (heads x target rows x source columns) summed over the
+ *                sentences may be at most PMT_SERVE_MAX_ATTENTION_CELLS; a request
+ *                past it gets 413 with an error naming the limit (send fewer
+ *                sentences, or ask without attention). Without attention the
+ *                answer is LibreTranslate's, unchanged.
  *   api_key      LibreTranslate's key field (also "Authorization: Bearer KEY"),
  *                checked by the server before this parser (server.h)
  * Each text is split at '\n' into lines and, with split_sentences (the
@@ -27,6 +40,13 @@
 #include <stddef.h>
 
 #include <jansson.h>
+
+/* The most attention cells one request may get. At most 7 bytes a cell in
+ * the answer ("0.1234,"), written as text (a buffer that doubles) beside
+ * 4-byte floats, it bounds an answer with attention to about 3.7 MB and
+ * the memory it takes to build to about 13 MB; 40 long sentences (7 KB of
+ * English, about 30 pieces each) fit, a 64 KB body of them does not. */
+enum { PMT_SERVE_MAX_ATTENTION_CELLS = 524288 };
 
 typedef struct pmt_serve_limits {
     size_t max_body;             /* bytes of a request body (413 above) */

@@ -4,6 +4,15 @@
  * pieces of the body (buffered up to the body limit), then once more with no
  * data, when the answer is built and queued. Translation requests block
  * their connection thread in the batch queue until the worker is done.
+ *
+ * libmicrohttpd 0.9.75 has no deadline of its own that covers the headers
+ * (its timeout restarts at every byte, and the first callback comes after
+ * the last header), so the server keeps its own record of each connection:
+ * made and dropped by the notify-connection callback (called by the daemon
+ * thread, before the socket is closed), read by the accept-policy callback
+ * (the per-address limit, by /64 for IPv6) and by a watchdog thread that
+ * shuts a connection's socket down when its client's turn passes
+ * request_timeout_s. Every record field is read and written under s->lock.
  */
 #include "serve/server.h"
 
@@ -14,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +55,19 @@ static route_id find_route(const char *url) {
     return R_NONE;
 }
 
+/* One accepted connection (the notify-connection callback's socket context). */
+struct pmt_serve_connection {
+    pmt_serve_connection *prev, *next;
+    MHD_socket fd;
+    unsigned char group[PMT_ADDRESS_GROUP_BYTES];   /* pmt_serve_address_group of the client */
+    double turn_start;           /* the client's turn began: accept, or the last answer queued */
+    int serving;                 /* the server holds a request of it: the turn is paused */
+    int cut;                     /* closed for its deadline, and counted (once) */
+};
+
+/* Where a request is: its counts in pmt_server (serving, sending) follow. */
+typedef enum { PHASE_RECEIVING, PHASE_SERVING, PHASE_SENDING } request_phase;
+
 /* Per-request state, created on the first call. */
 typedef struct request_state {
     route_id route;
@@ -52,7 +75,34 @@ typedef struct request_state {
     char *body;
     size_t len, cap;
     int responded;               /* a response was queued early */
+    request_phase phase;
+    pmt_serve_connection *conn;  /* NULL when its record could not be made (the connection is being closed) */
 } request_state;
+
+/* Moves st to phase, keeping the server's counts and its connection's
+ * turn: serving pauses the deadline, an answer starts the client's next turn. */
+static void set_phase(pmt_server *s, request_state *st, request_phase phase) {
+    pthread_mutex_lock(&s->lock);
+    if (st->phase == PHASE_SERVING) s->serving--;
+    if (st->phase == PHASE_SENDING) s->sending--;
+    if (phase == PHASE_SERVING) s->serving++;
+    if (phase == PHASE_SENDING) s->sending++;
+    if (st->conn) {
+        st->conn->serving = phase == PHASE_SERVING;
+        if (phase == PHASE_SENDING) st->conn->turn_start = pmt_now_seconds();
+    }
+    st->phase = phase;
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Whether st's client has used up its turn. */
+static int turn_over(pmt_server *s, const request_state *st) {
+    pthread_mutex_lock(&s->lock);
+    const int over = st->conn && pmt_now_seconds() - st->conn->turn_start > s->opt.request_timeout_s;
+    pthread_mutex_unlock(&s->lock);
+    return over;
+}
 
 /* ---- responses -------------------------------------------------------- */
 
@@ -75,6 +125,7 @@ static enum MHD_Result send_response(pmt_server *s, struct MHD_Connection *c, re
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     st->responded = 1;
+    set_phase(s, st, PHASE_SENDING);
     if (rc != MHD_YES) return rc;   /* MHD closes the connection: nothing was answered */
     const char *endpoint = st->route == R_NONE ? "other" : routes[st->route].path;
     pmt_metrics_response(&s->metrics, endpoint, status);
@@ -252,26 +303,140 @@ static json_t *pieces_json(const pmt_spm *spm, const int32_t *ids, int n) {
     return a;
 }
 
-static json_t *attention_json(const pmt_server *s, const pmt_alignment *al) {
-    json_t *heads = json_array();
-    for (int h = 0; heads && h < al->n_heads; h++) {
-        json_t *rows = json_array();
-        for (int t = 0; rows && t < al->tgt_len; t++) {
-            json_t *row = json_array();
-            const float *w = al->weights + ((size_t)h * al->tgt_len + t) * al->src_len;
-            for (int j = 0; row && j < al->src_len; j++) json_array_append_new(row, json_real(w[j]));
-            json_array_append_new(rows, row);
+/* The attention is written as text directly, not as jansson values: a
+ * jansson number costs about 50 bytes of heap a cell, and the freed heap of
+ * large answers stayed with the connection threads' malloc arenas (a
+ * 10-minute abuse run grew from 352 to 508 MB). A text buffer that grows by
+ * doubling; failed once any allocation failed. */
+typedef struct text_buffer {
+    char *text;
+    size_t len, cap;
+    int failed;
+} text_buffer;
+
+static void put(text_buffer *b, const char *s, size_t n) {
+    if (b->failed) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *grown = realloc(b->text, cap);
+        if (!grown) {
+            b->failed = 1;
+            return;
         }
-        json_array_append_new(heads, rows);
+        b->text = grown;
+        b->cap = cap;
     }
-    return json_pack("{s:i,s:s,s:o,s:o,s:o}", "layer", s->tr.model.cfg.dec_layers - 1, "site", "decoder_cross",
-                     "source", pieces_json(s->tr.spm, al->src_ids, al->src_len), "target",
-                     pieces_json(s->tr.spm, al->tgt_ids, al->tgt_len), "weights", heads);
+    memcpy(b->text + b->len, s, n);
+    b->len += n;
+    b->text[b->len] = '\0';
+}
+
+static void put_string(text_buffer *b, const char *s) { put(b, s, strlen(s)); }
+
+/* A weight as the answer gives it: rounded to 4 decimals, trailing zeros
+ * dropped ("0.1234", "0.12", "0", "1"): at most 6 characters, which is what
+ * bounds an answer's bytes per cell (PMT_SERVE_MAX_ATTENTION_CELLS).
+ * Weights are probabilities in [0, 1]. */
+static void put_weight(text_buffer *b, float w) {
+    long units = (long)((double)w * 1e4 + 0.5);
+    char text[32];
+    int n = snprintf(text, sizeof text, "%ld.%04ld", units / 10000, units % 10000);
+    while (text[n - 1] == '0') n--;
+    if (text[n - 1] == '.') n--;
+    put(b, text, (size_t)n);
+}
+
+/* Pieces as a JSON array of strings (jansson escapes them). */
+static void put_pieces(text_buffer *b, const pmt_spm *spm, const int32_t *ids, int n) {
+    json_t *pieces = pieces_json(spm, ids, n);
+    char *text = pieces ? json_dumps(pieces, JSON_COMPACT) : NULL;
+    json_decref(pieces);
+    if (!text) {
+        b->failed = 1;
+        return;
+    }
+    put_string(b, text);
+    free(text);
+}
+
+/* One sentence's block: its source and output pieces and its own
+ * [heads][target][source] weights. */
+static void put_sentence_attention(text_buffer *b, const pmt_server *s, const pmt_alignment *al) {
+    put_string(b, "{\"source\":");
+    put_pieces(b, s->tr.spm, al->src_ids, al->src_len);
+    put_string(b, ",\"target\":");
+    put_pieces(b, s->tr.spm, al->tgt_ids, al->tgt_len);
+    put_string(b, ",\"weights\":[");
+    for (int h = 0; h < al->n_heads; h++) {
+        put_string(b, h ? ",[" : "[");
+        for (int t = 0; t < al->tgt_len; t++) {
+            put_string(b, t ? ",[" : "[");
+            const float *w = al->weights + ((size_t)h * al->tgt_len + t) * al->src_len;
+            for (int j = 0; j < al->src_len; j++) {
+                if (j) put(b, ",", 1);
+                put_weight(b, w[j]);
+            }
+            put(b, "]", 1);
+        }
+        put(b, "]", 1);
+    }
+    put_string(b, "]}");
+}
+
+/* The attention field's value: one block per translated sentence of the
+ * text, in order (an empty sentence has none), each its own matrix — never
+ * one matrix of the whole text, which grows with the square of its length.
+ * NULL when out of memory. */
+static char *attention_text(const pmt_server *s, const pmt_serve_job *job) {
+    text_buffer b = {0};
+    char head[96];
+    snprintf(head, sizeof head, "{\"layer\":%d,\"site\":\"decoder_cross\",\"sentences\":[",
+             s->tr.model.cfg.dec_layers - 1);
+    put_string(&b, head);
+    int blocks = 0;
+    for (int l = 0; l < job->n; l++) {
+        if (!job->alignments[l].weights) continue;
+        if (blocks++) put(&b, ",", 1);
+        put_sentence_attention(&b, s, &job->alignments[l]);
+    }
+    put_string(&b, "]}");
+    if (b.failed) {
+        free(b.text);
+        return NULL;
+    }
+    return b.text;
+}
+
+/* The answer's text: answer (reference stolen) with, when attention is not
+ * NULL, an "attention" field of that text added as its last. NULL when out
+ * of memory. */
+static char *answer_text(json_t *answer, const char *attention) {
+    char *text = answer ? json_dumps(answer, JSON_COMPACT | JSON_REAL_PRECISION(4)) : NULL;
+    json_decref(answer);
+    if (!text || !attention) return text;
+    const size_t len = strlen(text);
+    if (len < 2 || text[len - 1] != '}') {   /* jansson dumps an object: "{...}" */
+        free(text);
+        return NULL;
+    }
+    text_buffer b = {0};
+    put(&b, text, len - 1);   /* without its closing brace */
+    put_string(&b, len > 2 ? ",\"attention\":" : "\"attention\":");
+    put_string(&b, attention);
+    put(&b, "}", 1);
+    free(text);
+    if (b.failed) {
+        free(b.text);
+        return NULL;
+    }
+    return b.text;
 }
 
 /* The answer to a translated request, LibreTranslate's shape plus projmt's
- * warning and attention fields. NULL when out of memory. */
-static json_t *translation_json(const pmt_server *s, const pmt_serve_request *req, const pmt_serve_job *job) {
+ * warning field (the attention is added as text: answer_text). NULL when
+ * out of memory. */
+static json_t *translation_json(const pmt_serve_request *req, const pmt_serve_job *job) {
     json_t *root = json_object(), *texts = json_array(), *alts = json_array();
     for (int i = 0; root && texts && alts && i < req->n_texts; i++) {
         json_t *alt = json_array();
@@ -305,7 +470,6 @@ static json_t *translation_json(const pmt_server *s, const pmt_serve_request *re
         snprintf(warning, sizeof warning, "%d invalid UTF-8 byte(s) replaced by U+FFFD", req->replaced);
         json_object_set_new(root, "warning", json_string(warning));
     }
-    if (req->attention && job->alignment.weights) json_object_set_new(root, "attention", attention_json(s, &job->alignment));
     return root;
 }
 
@@ -330,14 +494,29 @@ static enum MHD_Result handle_translate(pmt_server *s, struct MHD_Connection *c,
         return send_error(s, c, st, status, err);
     }
     pmt_serve_job job = {.n = req.n_lines, .text = (const char *const *)req.lines, .beam_size = req.beam_size,
-                         .n_best = req.alternatives + 1, .align = req.attention};
+                         .n_best = req.alternatives + 1, .align = req.attention,
+                         .max_cells = PMT_SERVE_MAX_ATTENTION_CELLS};
     enum MHD_Result rc;
     if (pmt_serve_queue_submit(&s->queue, &job) != 0) {
-        snprintf(err, sizeof err, "Translation failed: %s", job.err);
-        rc = send_error(s, c, st, 500, err);
+        if (job.cancelled) {
+            snprintf(err, sizeof err, "Server is shutting down: its drain deadline of %d s passed before this request "
+                     "was translated; send it again to a running server", s->opt.drain_timeout_s);
+            rc = send_error(s, c, st, 503, err);
+        } else if (job.over_budget) {
+            snprintf(err, sizeof err, "Request too large for attention: its attention would pass the limit of %d cells "
+                     "(heads x output pieces x source pieces, summed over its sentences); send fewer or shorter "
+                     "sentences per request, or ask without \"attention\"", PMT_SERVE_MAX_ATTENTION_CELLS);
+            rc = send_error(s, c, st, 413, err);
+        } else {
+            snprintf(err, sizeof err, "Translation failed: %s", job.err);
+            rc = send_error(s, c, st, 500, err);
+        }
     } else {
-        json_t *answer = translation_json(s, &req, &job);
-        rc = answer ? send_json(s, c, st, 200, answer) : send_error(s, c, st, 500, "out of memory");
+        char *attention = req.attention ? attention_text(s, &job) : NULL;
+        char *text = req.attention && !attention ? NULL : answer_text(translation_json(&req, &job), attention);
+        free(attention);
+        rc = text ? send_text(s, c, st, 200, "application/json; charset=utf-8", text)
+                  : send_error(s, c, st, 500, "out of memory");
     }
     pmt_serve_job_free(&job);
     pmt_serve_request_free(&req);
@@ -372,8 +551,12 @@ static enum MHD_Result handle_get(pmt_server *s, struct MHD_Connection *c, reque
 /* Ends a request whose body is still arriving: libmicrohttpd 0.9 queues an
  * answer only before the body or after all of it, so the connection is
  * closed, and counted by reason. */
-static enum MHD_Result close_unanswered(pmt_server *s, pmt_closed_reason reason) {
-    pmt_metrics_closed(&s->metrics, reason);
+static enum MHD_Result close_unanswered(pmt_server *s, request_state *st, pmt_closed_reason reason) {
+    pthread_mutex_lock(&s->lock);
+    const int counted = st->conn && st->conn->cut;   /* the watchdog got there first */
+    if (st->conn) st->conn->cut = 1;
+    pthread_mutex_unlock(&s->lock);
+    if (!counted) pmt_metrics_closed(&s->metrics, reason);
     return MHD_NO;
 }
 
@@ -387,6 +570,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (!(st = calloc(1, sizeof *st))) return MHD_NO;
         st->route = find_route(url);
         st->start = pmt_now_seconds();
+        st->phase = PHASE_RECEIVING;
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        st->conn = info ? info->socket_context : NULL;
         *con_cls = st;
         pthread_mutex_lock(&s->lock);
         s->in_flight++;
@@ -413,17 +599,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_data_size = 0;
         return MHD_YES;
     }
-    /* A client trickling its body never lets the idle timeout fire: the
-     * request as a whole has a deadline, checked as each piece arrives. */
-    const int late = pmt_now_seconds() - st->start > s->opt.request_timeout_s;
+    /* A client trickling its body never lets the idle timeout fire: its
+     * turn has a deadline, checked here as each piece arrives (and by the
+     * watchdog in between). */
+    const int late = turn_over(s, st);
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
-        if (late) return close_unanswered(s, PMT_CLOSED_REQUEST_TIMEOUT);
+        if (late) return close_unanswered(s, st, PMT_CLOSED_REQUEST_TIMEOUT);
         if (st->route != R_TRANSLATE) return MHD_YES;
         /* A body without a declared length (chunked) is cut as soon as it
          * passes the limit, not read to its end first. */
-        if (st->len + n > s->opt.limits.max_body) return close_unanswered(s, PMT_CLOSED_BODY_TOO_LARGE);
+        if (st->len + n > s->opt.limits.max_body) return close_unanswered(s, st, PMT_CLOSED_BODY_TOO_LARGE);
         if (st->len + n + 1 > st->cap) {
             size_t cap = 2 * (st->len + n) + 1;
             char *body = realloc(st->body, cap);
@@ -441,6 +628,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         snprintf(err, sizeof err, "Request not received within %d seconds", s->opt.request_timeout_s);
         return send_error(s, c, st, 408, err);
     }
+    set_phase(s, st, PHASE_SERVING);   /* received: the time from here is the server's */
     if (st->route == R_NONE) return send_error(s, c, st, 404, "Not found");
     const char *want = routes[st->route].method;
     const int is_get = !strcmp(want, "GET");
@@ -454,13 +642,124 @@ static void request_done(void *cls, struct MHD_Connection *c, void **con_cls, en
     pmt_server *s = cls;
     request_state *st = *con_cls;
     if (!st) return;
+    pthread_mutex_lock(&s->lock);
+    if (st->phase == PHASE_SERVING) s->serving--;
+    if (st->phase == PHASE_SENDING) s->sending--;
+    if (st->conn) st->conn->serving = 0;
+    s->in_flight--;
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
     free(st->body);
     free(st);
     *con_cls = NULL;
     pmt_metrics_in_flight(&s->metrics, -1);
+}
+
+/* ---- connections: the address limit and the watchdog ---------------------- */
+
+void pmt_serve_address_group(const struct sockaddr *addr, unsigned char group[PMT_ADDRESS_GROUP_BYTES]) {
+    memset(group, 0, PMT_ADDRESS_GROUP_BYTES);
+    if (addr->sa_family == AF_INET) {
+        group[0] = 4;
+        memcpy(group + 1, &((const struct sockaddr_in *)addr)->sin_addr, 4);
+    } else if (addr->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)addr)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            group[0] = 4;
+            memcpy(group + 1, a->s6_addr + 12, 4);
+        } else {
+            group[0] = 6;
+            memcpy(group + 1, a->s6_addr, 8);   /* the /64 */
+        }
+    }
+}
+
+/* libmicrohttpd's accept policy: a client group at its limit is refused
+ * (the socket closed at once). Called by the daemon thread, which also
+ * adds each accepted connection's record before the next accept. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
+    (void)addrlen;
+    pmt_server *s = cls;
+    unsigned char group[PMT_ADDRESS_GROUP_BYTES];
+    pmt_serve_address_group(addr, group);
+    int held = 0;
     pthread_mutex_lock(&s->lock);
-    if (--s->in_flight == 0) pthread_cond_broadcast(&s->idle);
+    for (const pmt_serve_connection *r = s->connections; r; r = r->next) held += !memcmp(r->group, group, sizeof group);
     pthread_mutex_unlock(&s->lock);
+    return held < s->opt.max_connections_per_ip ? MHD_YES : MHD_NO;
+}
+
+/* Makes a connection's record when it starts and drops it when it closes
+ * (before its socket is closed, so the watchdog never shuts down a socket
+ * number already reused). A record that cannot be made closes the
+ * connection: untracked, it would escape both limits. */
+static void connection_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code) {
+    pmt_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *addr = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        pmt_serve_connection *r = fd && addr ? calloc(1, sizeof *r) : NULL;
+        *socket_context = r;
+        if (!r) {
+            if (fd) shutdown(fd->connect_fd, SHUT_RDWR);
+            return;
+        }
+        r->fd = fd->connect_fd;
+        pmt_serve_address_group(addr->client_addr, r->group);
+        r->turn_start = pmt_now_seconds();
+        pthread_mutex_lock(&s->lock);
+        r->next = s->connections;
+        if (s->connections) s->connections->prev = r;
+        s->connections = r;
+        pthread_mutex_unlock(&s->lock);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        pmt_serve_connection *r = *socket_context;
+        pthread_mutex_lock(&s->lock);
+        if (r->prev) r->prev->next = r->next;
+        else s->connections = r->next;
+        if (r->next) r->next->prev = r->prev;
+        pthread_mutex_unlock(&s->lock);
+        free(r);
+        *socket_context = NULL;
+    }
+}
+
+/* Ten times a second: every connection whose client has held its turn past
+ * request_timeout_s has its socket shut down, which its connection thread
+ * sees as the client closing. Cut while receiving or while reading an
+ * answer; never while the server is answering. */
+static void *watchdog_main(void *arg) {
+    pmt_server *s = arg;
+    pthread_mutex_lock(&s->lock);
+    while (!s->watchdog_stop) {
+        const double now = pmt_now_seconds();
+        for (pmt_serve_connection *r = s->connections; r; r = r->next) {
+            if (r->serving || r->cut || now - r->turn_start <= s->opt.request_timeout_s) continue;
+            r->cut = 1;
+            if (shutdown(r->fd, SHUT_RDWR) == 0) pmt_metrics_closed(&s->metrics, PMT_CLOSED_REQUEST_TIMEOUT);
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += 100 * 1000 * 1000;
+        if (until.tv_nsec >= 1000 * 1000 * 1000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000 * 1000 * 1000;
+        }
+        pthread_cond_timedwait(&s->watchdog_wake, &s->lock, &until);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+static void watchdog_stop(pmt_server *s) {
+    if (!s->watchdog_started) return;
+    pthread_mutex_lock(&s->lock);
+    s->watchdog_stop = 1;
+    pthread_cond_signal(&s->watchdog_wake);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->watchdog, NULL);
+    s->watchdog_started = 0;
 }
 
 /* ---- facts for GET /info ------------------------------------------------ */
@@ -590,13 +889,14 @@ static int build_info(pmt_server *s, char *err, size_t errlen) {
     const char *base = strrchr(s->opt.model_path, '/');
     json_t *cfg = model_config_json(&m->cfg);
     json_t *info = json_pack(
-        "{s:s,s:s,s:I,s:{s:s,s:s,s:s},s:o,s:o,s:{s:i,s:i,s:I,s:i,s:i},s:b,s:{s:i,s:i}}", "model",
+        "{s:s,s:s,s:I,s:{s:s,s:s,s:s},s:o,s:o,s:{s:i,s:i,s:I,s:i,s:i,s:i},s:b,s:{s:i,s:i}}", "model",
         base ? base + 1 : s->opt.model_path, "languages", "en -> es", "parameters", (json_int_t)m->n_params,
         "attention", "encoder_self", pmt_attention_kind_name(m->cfg.site_kind[PMT_SITE_ENC_SELF]), "decoder_self",
         pmt_attention_kind_name(m->cfg.site_kind[PMT_SITE_DEC_SELF]), "decoder_cross",
         pmt_attention_kind_name(m->cfg.site_kind[PMT_SITE_DEC_CROSS]), "config", cfg ? cfg : json_object(), "card",
         card ? card : json_null(), "limits", "max_sentences", s->opt.limits.max_sentences, "max_chars",
-        s->opt.limits.max_chars, "max_body_bytes", (json_int_t)s->opt.limits.max_body, "max_beam",
+        s->opt.limits.max_chars, "max_body_bytes", (json_int_t)s->opt.limits.max_body, "max_attention_cells",
+        PMT_SERVE_MAX_ATTENTION_CELLS, "max_beam",
         s->opt.limits.max_beam, "default_beam", s->opt.limits.default_beam, "api_key_required",
         s->opt.api_key != NULL, "batching", "max_batch", s->opt.max_batch, "max_wait_ms", s->opt.max_wait_ms);
     /* The CPU as the products see it, and what they multiply with on it. */
@@ -670,17 +970,33 @@ int pmt_server_start(pmt_server *s, const pmt_serve_options *opt, char *err, siz
     pmt_metrics_init(&s->metrics);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->idle, NULL);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->watchdog_wake, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     if (pmt_serve_queue_start(&s->queue, &s->tr, &s->metrics, opt->max_batch, opt->max_wait_ms, opt->threads, err,
                               errlen) != 0)
         goto fail;
+    if (pthread_create(&s->watchdog, NULL, watchdog_main, s) != 0) {
+        snprintf(err, errlen, "cannot start the connection watchdog thread");
+        pmt_serve_queue_stop(&s->queue);
+        goto fail;
+    }
+    s->watchdog_started = 1;
+    /* "::" is every address: IPv4 clients too (as IPv4-mapped addresses). */
+    const int every_address = ipv6 && IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)&addr)->sin6_addr);
     s->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | (ipv6 ? MHD_USE_IPv6 : 0),
-        0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | (ipv6 ? MHD_USE_IPv6 : 0) |
+            (every_address ? MHD_USE_DUAL_STACK : 0),
+        0, accept_policy, s, handle, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned int)opt->timeout_s, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)opt->max_connections,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)opt->max_connections_per_ip, MHD_OPTION_NOTIFY_COMPLETED, request_done, s, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_CONNECTION, connection_notify, s, MHD_OPTION_NOTIFY_COMPLETED, request_done, s,
+        MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine?)", opt->host,
                  opt->port);
+        watchdog_stop(s);
         pmt_serve_queue_stop(&s->queue);
         goto fail;
     }
@@ -688,6 +1004,7 @@ int pmt_server_start(pmt_server *s, const pmt_serve_options *opt, char *err, siz
     s->port = info ? info->port : opt->port;
     return 0;
 fail:
+    pthread_cond_destroy(&s->watchdog_wake);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->lock);
     pmt_metrics_free(&s->metrics);
@@ -696,24 +1013,57 @@ fail:
     return -1;
 }
 
+/* Waits on s->idle (s->lock held) until done(s) or the CLOCK_REALTIME
+ * deadline; returns done(s). */
+static int wait_until(pmt_server *s, int (*done)(const pmt_server *), const struct timespec *deadline) {
+    int rc = 0;
+    while (!done(s) && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&s->idle, &s->lock, deadline);
+    return done(s);
+}
+
+static int nothing_in_flight(const pmt_server *s) { return s->in_flight == 0; }
+static int nothing_served(const pmt_server *s) { return s->serving == 0; }
+static int nothing_answered_unread(const pmt_server *s) { return s->serving == 0 && s->sending == 0; }
+
+static struct timespec realtime_in(int seconds) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);   /* the condition variable's clock */
+    t.tv_sec += seconds;
+    return t;
+}
+
 long pmt_server_stop(pmt_server *s) {
     pthread_mutex_lock(&s->lock);
     s->stopping = 1;
     pthread_mutex_unlock(&s->lock);
     MHD_socket listener = MHD_quiesce_daemon(s->daemon);
     if (listener != MHD_INVALID_SOCKET) close(listener);
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);   /* the condition variable's clock */
-    deadline.tv_sec += s->opt.drain_timeout_s;
+    struct timespec deadline = realtime_in(s->opt.drain_timeout_s);
     pthread_mutex_lock(&s->lock);
-    int wait_rc = 0;
-    while (s->in_flight > 0 && wait_rc != ETIMEDOUT) wait_rc = pthread_cond_timedwait(&s->idle, &s->lock, &deadline);
+    const int drained = wait_until(s, nothing_in_flight, &deadline);
     pthread_mutex_unlock(&s->lock);
-    /* Closes what is left: connections still receiving are cut; a request
-     * in the batch queue is translated before its thread is joined. */
+    if (!drained) {
+        /* Past the deadline a full queue would still take as long as it
+         * takes to translate: what waits there is answered 503 instead,
+         * and only the batch being decoded is finished. */
+        pmt_serve_queue_cancel(&s->queue);
+        pthread_mutex_lock(&s->lock);
+        while (!nothing_served(s)) {
+            struct timespec slice = realtime_in(1);
+            wait_until(s, nothing_served, &slice);
+        }
+        /* The answers just made (503s, the last batch's) get a second to be
+         * written before every connection is closed. */
+        struct timespec grace = realtime_in(1);
+        wait_until(s, nothing_answered_unread, &grace);
+        pthread_mutex_unlock(&s->lock);
+    }
+    /* Closes what is left: connections still receiving are cut. */
     MHD_stop_daemon(s->daemon);
+    watchdog_stop(s);
     pmt_serve_queue_stop(&s->queue);
     const long sentences = pmt_metrics_sentences(&s->metrics);
+    pthread_cond_destroy(&s->watchdog_wake);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->lock);
     pmt_metrics_free(&s->metrics);

@@ -12,9 +12,22 @@
  *   GET  /            the web page, embedded in the binary
  * Errors are {"error": "..."} with 400 (bad request, JSON, language pair,
  * limits on sentences and characters), 403 (API key), 404, 405, 413 (body
- * size), 408 (a request not received within request_timeout_s) or 500.
- * Connections idle for timeout_s are closed, and each client address holds
- * at most max_connections_per_ip of them. With an API key, a request that
+ * size; attention past PMT_SERVE_MAX_ATTENTION_CELLS, serve/request.h), 408
+ * (a request not received within request_timeout_s), 503 (stopping) or 500.
+ *
+ * Slow clients: connections idle for timeout_s are closed (libmicrohttpd's
+ * timeout, which every byte restarts). So that a client trickling bytes
+ * cannot hold a connection either, each connection's client has a turn of
+ * at most request_timeout_s: from the accept (or from the previous answer,
+ * on a keep-alive connection) until its request — headers and body — is
+ * received, and from an answer until it has been read. A watchdog thread
+ * closes a connection whose turn passes that (shutdown of its socket);
+ * the time the server spends answering does not count.
+ *
+ * Client addresses: one holds at most max_connections_per_ip connections,
+ * where an IPv6 address counts by its /64 (one host is usually given a
+ * whole /64), an IPv4 address by itself and an IPv4-mapped IPv6 address as
+ * that IPv4 one. Host "::" listens on IPv6 and IPv4 both. With an API key, a request that
  * gives a wrong key in "Authorization: Bearer" is refused before its body
  * is read, and one without a key anywhere gets 403 before any field of
  * the request is checked (the body is decoded only to find api_key).
@@ -27,6 +40,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include "serve/batch_queue.h"
 #include "serve/metrics.h"
@@ -42,7 +56,7 @@ typedef struct pmt_serve_options {
     int max_batch;               /* sentences per decoder batch */
     int max_wait_ms;             /* wait for a batch to fill */
     int timeout_s;               /* idle connection timeout */
-    int request_timeout_s;       /* headers to answer: a body still arriving then gets 408 */
+    int request_timeout_s;       /* a client's turn: accept (or the last answer) to its request received */
     int drain_timeout_s;         /* pmt_server_stop waits this long for requests in flight */
     int max_connections;
     int max_connections_per_ip;
@@ -50,6 +64,8 @@ typedef struct pmt_serve_options {
     pmt_serve_limits limits;     /* default_beam/max_beam included */
     pmt_decode_options decode;   /* normalize, max_length_* (beam and n-best per request) */
 } pmt_serve_options;
+
+typedef struct pmt_serve_connection pmt_serve_connection;   /* server.c: one accepted connection */
 
 typedef struct pmt_server {
     pmt_serve_options opt;
@@ -59,11 +75,24 @@ typedef struct pmt_server {
     struct MHD_Daemon *daemon;
     char *info_json;             /* GET /info body */
     int port;                    /* bound port */
-    pthread_mutex_t lock;        /* guards in_flight and stopping */
-    pthread_cond_t idle;
+    pthread_mutex_t lock;        /* guards everything below */
+    pthread_cond_t idle;         /* broadcast when in_flight, serving or sending falls */
     int in_flight;               /* requests between arrival and completion */
+    int serving;                 /* of those, held by the server (received, not yet answered) */
+    int sending;                 /* of those, answered, the answer not yet read */
     int stopping;                /* set by pmt_server_stop: new requests get 503 */
+    pmt_serve_connection *connections;   /* every open connection (the watchdog's and the address limit's list) */
+    pthread_t watchdog;
+    pthread_cond_t watchdog_wake;        /* CLOCK_MONOTONIC */
+    int watchdog_started, watchdog_stop;
 } pmt_server;
+
+/* The group a client address counts in for max_connections_per_ip: an
+ * IPv4 address (also IPv4-mapped IPv6) by itself, another IPv6 address by
+ * its first 64 bits. Writes PMT_ADDRESS_GROUP_BYTES bytes; two addresses
+ * share a group when the bytes are equal. */
+enum { PMT_ADDRESS_GROUP_BYTES = 9 };
+void pmt_serve_address_group(const struct sockaddr *addr, unsigned char group[PMT_ADDRESS_GROUP_BYTES]);
 
 /* Loads the model, starts the batch worker and the HTTP daemon. 0, or -1
  * with err (model, address in use, bad options); nothing is left running. */

@@ -80,39 +80,3 @@ void pmt_alignment_free(pmt_alignment *al) {
     free(al->tgt_ids);
     memset(al, 0, sizeof *al);
 }
-
-int pmt_alignment_concat(const pmt_alignment *parts, int n, pmt_alignment *out) {
-    memset(out, 0, sizeof *out);
-    int S = 0, T = 0, NH = 0;
-    for (int i = 0; i < n; i++)
-        if (parts[i].weights) {
-            S += parts[i].src_len;
-            T += parts[i].tgt_len;
-            NH = parts[i].n_heads;
-        }
-    if (T == 0) return 0;
-    out->weights = calloc((size_t)NH * T * S, sizeof *out->weights);
-    out->src_ids = malloc((size_t)S * sizeof *out->src_ids);
-    out->tgt_ids = malloc((size_t)T * sizeof *out->tgt_ids);
-    if (!out->weights || !out->src_ids || !out->tgt_ids) {
-        pmt_alignment_free(out);
-        return -1;
-    }
-    out->n_heads = NH;
-    out->src_len = S;
-    out->tgt_len = T;
-    int s0 = 0, t0 = 0;   /* where the next part's block starts */
-    for (int i = 0; i < n; i++) {
-        const pmt_alignment *p = &parts[i];
-        if (!p->weights) continue;
-        memcpy(out->src_ids + s0, p->src_ids, (size_t)p->src_len * sizeof *p->src_ids);
-        memcpy(out->tgt_ids + t0, p->tgt_ids, (size_t)p->tgt_len * sizeof *p->tgt_ids);
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < p->tgt_len; t++)
-                memcpy(out->weights + ((size_t)h * T + t0 + t) * S + s0,
-                       p->weights + ((size_t)h * p->tgt_len + t) * p->src_len, (size_t)p->src_len * sizeof(float));
-        s0 += p->src_len;
-        t0 += p->tgt_len;
-    }
-    return 0;
-}

@@ -45,13 +45,4 @@ int pmt_aligner_run(pmt_aligner *a, const int32_t *src, int src_len, const int32
                     pmt_alignment *out, char *err, size_t errlen);
 void pmt_alignment_free(pmt_alignment *al);
 
-/* Joins parts[0..n) (alignments of consecutive sentences of one text) into
- * out: their sources, and their targets, one after the other, each part's
- * weights in its own block and zeros elsewhere, since each sentence was
- * translated by itself (a target piece attends to its own sentence only;
- * every row still sums to 1). Parts without weights (empty sentences) are
- * left out; out stays zeroed when no part has any. The parts share
- * n_heads. 0, or -1 (out of memory: out zeroed). */
-int pmt_alignment_concat(const pmt_alignment *parts, int n, pmt_alignment *out);
-
 #endif
