@@ -169,6 +169,18 @@ static void write_row(int32_t *row, int width, int32_t prefix, const int32_t *id
     while (j < width) row[j++] = PMT_PAD_ID;
 }
 
+/* The vocabulary check of batcher.h on n filled ids of pair i. */
+static void check_row(pmt_batcher *b, int i, int32_t *ids, int n) {
+    for (int k = 0; k < n; k++)
+        if (ids[k] < 0 || ids[k] >= b->vocab_size) {
+            if (b->bad_ids++ == 0) {
+                b->first_bad_id = ids[k];
+                b->first_bad_pair = i;
+            }
+            ids[k] = PMT_UNK_ID;
+        }
+}
+
 const pmt_batch *pmt_batcher_fill(pmt_batcher *b, int epoch, int index) {
     return pmt_batcher_fill_part(b, epoch, index, 0, 1);
 }
@@ -195,6 +207,11 @@ const pmt_batch *pmt_batcher_fill_part(pmt_batcher *b, int epoch, int index, int
         write_row(x->src + (size_t)r * S, S, PMT_PAD_ID, src, s, PMT_EOS_ID);
         write_row(x->tgt_in + (size_t)r * T, T, PMT_BOS_ID, tgt, t, PMT_PAD_ID);
         write_row(x->tgt_out + (size_t)r * T, T, PMT_PAD_ID, tgt, t, PMT_EOS_ID);
+        if (b->vocab_size > 0) {
+            check_row(b, i, x->src + (size_t)r * S, s);
+            check_row(b, i, x->tgt_in + (size_t)r * T + 1, t);
+            check_row(b, i, x->tgt_out + (size_t)r * T, t);
+        }
         x->src_len[r] = s + 1;
         x->tgt_len[r] = t + 1;
     }

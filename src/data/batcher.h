@@ -41,6 +41,13 @@ typedef struct pmt_batcher {
     int perm_epoch;              /* epoch perm was drawn for (-1: none yet) */
     int n_truncated;             /* pairs with a side longer than max_len - 1 */
     int max_pairs;               /* largest B of any batch */
+    /* Set by the caller after init (0: off): the vocabulary every filled id
+     * must be in. An id outside it (a damaged mapped file) is replaced by
+     * unk in the batch and counted here, for the caller to stop on. */
+    int vocab_size;
+    long bad_ids;
+    int32_t first_bad_id;
+    int first_bad_pair;
 
     pmt_batch batch;             /* buffers below, filled by pmt_batcher_fill */
 } pmt_batcher;

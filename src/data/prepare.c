@@ -350,8 +350,9 @@ static int write_split_texts(const pmt_config *cfg, const pmt_pair_list *list, c
 
 /* ---- SentencePiece ---------------------------------------------------- */
 
-/* Trains the joint model on the training texts into spm.{model,vocab}.tmp. */
-static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], output_set *out,
+/* Trains the joint model on the training texts (train_lines lines in all)
+ * into spm.{model,vocab}.tmp. */
+static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], long train_lines, output_set *out,
                      char *model_path, char *err, size_t errlen) {
     char prefix[PMT_PATH_MAX + 16], vocab_path[OUT_PATH];
     /* spm writes <prefix>.model/.vocab; "spm.tmp" keeps both temporary. */
@@ -368,6 +369,12 @@ static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], o
     opt.model_type = cfg->spm_model_type;
     opt.character_coverage = cfg->character_coverage;
     opt.seed = cfg->seed;
+    /* A bounded sample (SentencePiece's reservoir sampling, seeded): its
+     * memory then stays the same whatever the corpus size. A corpus with no
+     * more lines than the sample is given whole with the flags of earlier
+     * builds, so its spm.model is byte for byte what it was. */
+    if (cfg->spm_sample_sentences > 0 && train_lines > cfg->spm_sample_sentences)
+        opt.input_sentence_size = cfg->spm_sample_sentences;
     char inner[1024];
     if (pmt_spm_train(train_text, PMT_SIDES, prefix, &opt, inner, sizeof inner) != 0) {
         snprintf(err, errlen, "SentencePiece training on %s failed: %s", train_text[0], inner);
@@ -378,110 +385,112 @@ static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], o
 
 /* ---- encoding --------------------------------------------------------- */
 
-/* Growable id buffer for encoding one side of one split. */
+/* A growable id buffer for one sentence. */
 typedef struct {
     int32_t *ids;
-    uint64_t n, cap;
+    size_t n, cap;
 } id_buffer;
 
-/* Makes room for extra more ids (doubling); -1 when out of memory. */
-static int id_buffer_reserve(id_buffer *b, uint64_t extra) {
-    if (b->n + extra <= b->cap) return 0;
-    uint64_t cap = b->cap ? b->cap : 1024;
-    while (cap < b->n + extra) cap *= 2;
-    int32_t *ids = realloc(b->ids, cap * sizeof *ids);
-    if (!ids) return -1;
-    b->ids = ids;
-    b->cap = cap;
-    return 0;
-}
-
-/* Appends the ids of text to b; -1 with err on failure. */
-static int encode_into(const pmt_spm *spm, const char *text, id_buffer *b, char *err, size_t errlen) {
-    size_t guess = strlen(text) + 2;   /* a piece covers >= 1 byte, plus a leading "▁" */
+/* Encodes text into b (replacing what it held); -1 with err on failure. */
+static int encode_sentence(const pmt_spm *spm, const char *text, id_buffer *b, char *err, size_t errlen) {
+    size_t need = strlen(text) + 2;   /* a piece covers >= 1 byte, plus a leading "▁" */
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (id_buffer_reserve(b, guess) != 0) { snprintf(err, errlen, "out of memory while encoding"); return -1; }
-        int n = pmt_spm_encode(spm, text, b->ids + b->n, (int)guess);
+        if (need > b->cap) {
+            int32_t *ids = realloc(b->ids, need * sizeof *ids);
+            if (!ids) { snprintf(err, errlen, "out of memory while encoding"); return -1; }
+            b->ids = ids;
+            b->cap = need;
+        }
+        int n = pmt_spm_encode(spm, text, b->ids, (int)(b->cap < INT32_MAX ? b->cap : INT32_MAX));
         if (n < 0) { snprintf(err, errlen, "SentencePiece: %s", pmt_spm_last_error(spm)); return -1; }
-        if ((size_t)n <= guess) { b->n += (uint64_t)n; return 0; }
-        guess = (size_t)n;
+        if ((size_t)n <= b->cap) { b->n = (size_t)n; return 0; }
+        need = (size_t)n;
     }
     snprintf(err, errlen, "SentencePiece returned inconsistent lengths for one sentence");
     return -1;
 }
 
-/* qsort order for ints, without the overflow of a - b. */
-static int compare_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
+/* Sentence lengths counted by value (index = length), so percentiles need
+ * no per-pair array whatever the corpus size. */
+typedef struct {
+    long *count;
+    size_t cap;
+} length_histogram;
+
+static int histogram_add(length_histogram *h, size_t len) {
+    if (len >= h->cap) {
+        size_t cap = h->cap ? h->cap : 256;
+        while (cap <= len) cap *= 2;
+        long *count = realloc(h->count, cap * sizeof *count);
+        if (!count) return -1;
+        memset(count + h->cap, 0, (cap - h->cap) * sizeof *count);
+        h->count = count;
+        h->cap = cap;
+    }
+    h->count[len]++;
+    return 0;
 }
 
-/* Nearest-rank percentile of sorted[0..n). */
-static int percentile(const int *sorted, long n, int pct) {
+/* Nearest-rank percentile of n lengths (the value whose rank is
+ * ceil(pct * n / 100), as a sort would give). */
+static int histogram_percentile(const length_histogram *h, long n, int pct) {
     if (n == 0) return 0;
-    long rank = (long)((pct * n + 99) / 100);
-    return sorted[rank < 1 ? 0 : rank - 1];
+    long rank = (long)((pct * n + 99) / 100), seen = 0;
+    if (rank < 1) rank = 1;
+    for (size_t len = 0; len < h->cap; len++)
+        if ((seen += h->count[len]) >= rank) return (int)len;
+    return 0;
 }
 
-/* Percentiles of the sentence lengths given by an offset table. */
-static void length_stats(const uint64_t *off, long n, int *scratch, pmt_length_stats *out) {
-    for (long i = 0; i < n; i++) scratch[i] = (int)(off[i + 1] - off[i]);
-    qsort(scratch, (size_t)n, sizeof *scratch, compare_int);
-    out->p50 = percentile(scratch, n, 50);
-    out->p90 = percentile(scratch, n, 90);
-    out->p99 = percentile(scratch, n, 99);
-    out->max = n ? scratch[n - 1] : 0;
+static void histogram_stats(const length_histogram *h, long n, pmt_length_stats *out) {
+    out->p50 = histogram_percentile(h, n, 50);
+    out->p90 = histogram_percentile(h, n, 90);
+    out->p99 = histogram_percentile(h, n, 99);
+    out->max = 0;
+    for (size_t len = 0; len < h->cap; len++)
+        if (h->count[len]) out->max = (int)len;
 }
 
-/* Encodes one side of one split into ids + offsets (ownership to caller). */
-static int encode_side(const pmt_spm *spm, const pmt_pair_list *list, const long *idx, long n, int side,
-                       uint64_t **off_out, int32_t **ids_out, char *err, size_t errlen) {
-    id_buffer b = {NULL, 0, 0};
-    uint64_t *off = malloc(((size_t)n + 1) * sizeof *off);
-    if (!off) { snprintf(err, errlen, "out of memory while encoding"); return -1; }
-    off[0] = 0;
-    for (long i = 0; i < n; i++) {
-        if (encode_into(spm, list->pairs[idx[i]].side[side], &b, err, errlen) != 0) {
-            free(off);
-            free(b.ids);
-            return -1;
+/* Encodes split k pair by pair straight into its .tok file (corpus.h's
+ * writer), gathering the token, unk and length statistics on the way;
+ * used (may be NULL) marks the ids that occur. */
+static int encode_split(const pmt_spm *spm, const pmt_pair_list *list, const long *idx, long n, const char *tmp,
+                        uint32_t spm_checksum, unsigned char *used, pmt_split_stats *st, char *err, size_t errlen) {
+    int vocab = pmt_spm_vocab_size(spm), unk = pmt_spm_unk_id(spm);
+    pmt_corpus_writer *w = pmt_corpus_writer_open(tmp, n, vocab, spm_checksum, err, errlen);
+    if (!w) return -1;
+    id_buffer side[PMT_SIDES] = {{NULL, 0, 0}, {NULL, 0, 0}};
+    length_histogram hist[PMT_SIDES] = {{NULL, 0}, {NULL, 0}};
+    int rc = 0;
+    st->pairs = n;
+    for (long i = 0; rc == 0 && i < n; i++) {
+        for (int s = 0; rc == 0 && s < PMT_SIDES; s++) {
+            rc = encode_sentence(spm, list->pairs[idx[i]].side[s], &side[s], err, errlen);
+            if (rc != 0) break;
+            st->tokens[s] += (long)side[s].n;
+            for (size_t k = 0; k < side[s].n; k++) {
+                st->unk_tokens[s] += side[s].ids[k] == unk;
+                if (used && side[s].ids[k] >= 0 && side[s].ids[k] < vocab) used[side[s].ids[k]] = 1;
+            }
+            if (histogram_add(&hist[s], side[s].n) != 0) {
+                snprintf(err, errlen, "out of memory computing statistics");
+                rc = -1;
+            }
         }
-        off[i + 1] = b.n;
+        if (rc == 0)
+            rc = pmt_corpus_writer_add(w, side[PMT_SIDE_EN].ids, side[PMT_SIDE_EN].n, side[PMT_SIDE_ES].ids,
+                                       side[PMT_SIDE_ES].n, err, errlen);
     }
-    if (id_buffer_reserve(&b, 1) != 0) { free(off); free(b.ids); snprintf(err, errlen, "out of memory"); return -1; }
-    *off_out = off;
-    *ids_out = b.ids;
-    return 0;
-}
-
-/* Token, unk and length statistics of one encoded split. */
-static int split_token_stats(const pmt_corpus *c, int unk_id, pmt_split_stats *st) {
-    int *scratch = malloc(((size_t)c->n_pairs + 1) * sizeof *scratch);
-    if (!scratch) return -1;
-    const uint64_t *offs[PMT_SIDES] = {c->src_off, c->tgt_off};
-    const int32_t *ids[PMT_SIDES] = {c->src_ids, c->tgt_ids};
-    st->pairs = c->n_pairs;
     for (int s = 0; s < PMT_SIDES; s++) {
-        uint64_t total = offs[s][c->n_pairs];
-        st->tokens[s] = (long)total;
-        st->unk_tokens[s] = 0;
-        for (uint64_t i = 0; i < total; i++) st->unk_tokens[s] += ids[s][i] == unk_id;
-        length_stats(offs[s], c->n_pairs, scratch, &st->length[s]);
+        if (rc == 0) histogram_stats(&hist[s], n, &st->length[s]);
+        free(side[s].ids);
+        free(hist[s].count);
     }
-    free(scratch);
-    return 0;
-}
-
-/* Distinct ids occurring on either side of c (vocabulary coverage). */
-static int count_used_ids(const pmt_corpus *c, int vocab_size) {
-    unsigned char *used = calloc((size_t)vocab_size, 1);
-    if (!used) return 0;
-    for (uint64_t i = 0; i < c->src_off[c->n_pairs]; i++) used[c->src_ids[i]] = 1;
-    for (uint64_t i = 0; i < c->tgt_off[c->n_pairs]; i++) used[c->tgt_ids[i]] = 1;
-    int n = 0;
-    for (int i = 0; i < vocab_size; i++) n += used[i];
-    free(used);
-    return n;
+    if (rc != 0) {
+        pmt_corpus_writer_discard(w);
+        return -1;
+    }
+    return pmt_corpus_writer_finish(w, NULL, err, errlen);
 }
 
 /* Encodes every split into <split>.tok and fills the token statistics. */
@@ -490,25 +499,23 @@ static int encode_splits(const pmt_config *cfg, const char *model_path, const pm
     pmt_spm *spm = pmt_spm_load_file(model_path, err, errlen);
     if (!spm) return -1;
     stats->vocab_size = pmt_spm_vocab_size(spm);
-    int rc = 0;
+    size_t spm_size;
+    const void *spm_bytes = pmt_spm_serialized(spm, &spm_size);
+    uint32_t spm_checksum = pmt_corpus_spm_checksum(spm_bytes, spm_size);
+    unsigned char *used = calloc((size_t)stats->vocab_size, 1);
+    int rc = used ? 0 : -1;
+    if (!used) snprintf(err, errlen, "out of memory while encoding");
     for (int k = 0; rc == 0 && k < PMT_SPLITS; k++) {
-        pmt_corpus c = {(int)plan->n[k], NULL, NULL, NULL, NULL, 0};
-        rc = encode_side(spm, list, plan->idx[k], plan->n[k], PMT_SIDE_EN, &c.src_off, &c.src_ids, err, errlen);
-        if (rc == 0)
-            rc = encode_side(spm, list, plan->idx[k], plan->n[k], PMT_SIDE_ES, &c.tgt_off, &c.tgt_ids, err, errlen);
-        if (rc == 0 && split_token_stats(&c, pmt_spm_unk_id(spm), &stats->split[k]) != 0) {
-            snprintf(err, errlen, "out of memory computing statistics");
-            rc = -1;
-        }
-        if (rc == 0 && k == PMT_SPLIT_TRAIN) stats->vocab_used_in_train = count_used_ids(&c, stats->vocab_size);
-        if (rc == 0) {
-            char name[32];
-            snprintf(name, sizeof name, "%s.tok", split_names[k]);
-            const char *tmp = output_expect(out, cfg->data_dir, name, NULL, err, errlen);
-            rc = tmp ? pmt_corpus_save(&c, tmp, err, errlen) : -1;
-        }
-        pmt_corpus_free(&c);
+        char name[32];
+        snprintf(name, sizeof name, "%s.tok", split_names[k]);
+        const char *tmp = output_expect(out, cfg->data_dir, name, NULL, err, errlen);
+        rc = tmp ? encode_split(spm, list, plan->idx[k], plan->n[k], tmp, spm_checksum,
+                                k == PMT_SPLIT_TRAIN ? used : NULL, &stats->split[k], err, errlen)
+                 : -1;
     }
+    if (rc == 0)
+        for (int i = 0; i < stats->vocab_size; i++) stats->vocab_used_in_train += used[i];
+    free(used);
     pmt_spm_free(spm);
     return rc;
 }
@@ -528,7 +535,7 @@ static int run_phases(const pmt_config *cfg, const pmt_pair_list *list, output_s
 
     char model_path[OUT_PATH];
     t = pmt_now_seconds();
-    if (rc == 0) rc = train_spm(cfg, train_text, out, model_path, err, errlen);
+    if (rc == 0) rc = train_spm(cfg, train_text, 2 * plan.n[PMT_SPLIT_TRAIN], out, model_path, err, errlen);
     stats->seconds_spm = pmt_now_seconds() - t;
 
     t = pmt_now_seconds();

@@ -40,6 +40,11 @@ typedef struct trainer {
     pmt_config cfg;                         /* the run's config, its precision resolved (never auto) */
     int precision_auto;                     /* the precision came as auto */
     const pmt_train_data *data;
+    /* 1: the corpora's headers named this vocabulary (pmt_train_from_dir
+     * checked them, corpus.h), so start-up does not read every id to check
+     * its range (gigabytes at 10M pairs); the batchers check the ids of
+     * each batch they fill instead. 0: every id is checked at start-up. */
+    int vocabulary_checked;
     const pmt_train_options *opt;
     const pmt_train_hooks *hooks;
     pmt_model model;
@@ -126,21 +131,23 @@ static int check_ids(const pmt_corpus *c, int V, const char *name, char *err, si
 static int setup_batchers(trainer *t, char *err, size_t errlen) {
     const pmt_train_data *d = t->data;
     char inner[256];
-    if (check_ids(d->train, d->vocab_size, "training", err, errlen) != 0) return -1;
+    if (!t->vocabulary_checked && check_ids(d->train, d->vocab_size, "training", err, errlen) != 0) return -1;
     if (pmt_batcher_init(&t->train_b, d->train, t->cfg.batch_tokens, t->cfg.max_len, t->cfg.seed, 1, inner,
                          sizeof inner) != 0) {
         snprintf(err, errlen, "training data: %s", inner);
         return -1;
     }
     t->steps_per_epoch = (t->train_b.n_batches + t->cfg.accum - 1) / t->cfg.accum;
+    if (t->vocabulary_checked) t->train_b.vocab_size = d->vocab_size;
     t->has_valid = d->valid && d->valid->n_pairs > 0;
     if (t->has_valid) {
-        if (check_ids(d->valid, d->vocab_size, "validation", err, errlen) != 0) return -1;
+        if (!t->vocabulary_checked && check_ids(d->valid, d->vocab_size, "validation", err, errlen) != 0) return -1;
         if (pmt_batcher_init(&t->valid_b, d->valid, t->cfg.batch_tokens, t->cfg.max_len, t->cfg.seed, 0, inner,
                              sizeof inner) != 0) {
             snprintf(err, errlen, "validation data: %s", inner);
             return -1;
         }
+        if (t->vocabulary_checked) t->valid_b.vocab_size = d->vocab_size;
     }
     if (t->train_b.n_truncated)
         pmt_progress_message(&t->log, "note: %d of %d training pairs have a side longer than max_len - 1 = %d "
@@ -498,6 +505,17 @@ static int save_last(trainer *t, char *err, size_t errlen) {
     return 0;
 }
 
+/* A batch held an id outside the vocabulary (the batcher put unk in its
+ * place): the mapped file is damaged, so the run stops before the step is
+ * saved. 0 when every id was in range. */
+static int check_filled_ids(const pmt_batcher *b, const char *split, char *err, size_t errlen) {
+    if (b->bad_ids == 0) return 0;
+    snprintf(err, errlen, "the %s split's token file has id %d (pair %d) outside the vocabulary of %d pieces: the "
+             "file is damaged; re-run `projmt prepare`", split, (int)b->first_bad_id, b->first_bad_pair,
+             b->vocab_size);
+    return -1;
+}
+
 /* Teacher-forced pass over the validation set (no dropout). */
 static void evaluate(trainer *t, pmt_stats *sum) {
     memset(sum, 0, sizeof *sum);
@@ -565,7 +583,8 @@ static int validate(trainer *t, char *err, size_t errlen) {
     char why[256];
     int rc = pmt_gemm_take_error(why, sizeof why);
     if (rc != 0) snprintf(err, errlen, "validation: %s", why);
-    else rc = translation_scores(t, &r, scores, sizeof scores, err, errlen);
+    else if ((rc = check_filled_ids(&t->valid_b, "validation", err, errlen)) == 0)
+        rc = translation_scores(t, &r, scores, sizeof scores, err, errlen);
     swap_in_average(t, 0);
     if (rc != 0) return -1;
     r.loss = s.loss_sum / (double)s.tokens;
@@ -683,6 +702,7 @@ static int loop(trainer *t, pmt_train_result *res, char *err, size_t errlen) {
             snprintf(err, errlen, "step %lld: %s (the step was not applied)", (long long)t->st.step, why);
             return -1;
         }
+        if (check_filled_ids(&t->train_b, "training", err, errlen) != 0) return -1;
         if (after_step(t, status, loss, epoch_end, err, errlen) != 0) return -1;
     }
     res->stop = PMT_TRAIN_DONE;
@@ -770,8 +790,11 @@ static void teardown(trainer *t, char *err, size_t errlen, int *rc) {
     if (t->has_valid) pmt_batcher_free(&t->valid_b);
 }
 
-int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_train_options *opt,
-                  const pmt_train_hooks *hooks, pmt_train_result *res, char *err, size_t errlen) {
+/* pmt_train_run, told whether the data's vocabulary was checked (the
+ * trainer's vocabulary_checked). */
+static int run(const pmt_config *cfg, const pmt_train_data *data, int vocabulary_checked,
+               const pmt_train_options *opt, const pmt_train_hooks *hooks, pmt_train_result *res, char *err,
+               size_t errlen) {
     static const pmt_train_options default_opt = {0, 0, 0};
     static const pmt_train_hooks no_hooks = {NULL, NULL, NULL};
     trainer *t = calloc(1, sizeof *t);
@@ -786,6 +809,7 @@ int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_t
     if (t->precision_auto) t->cfg.precision = pmt_gemm_precision_auto();
     t->cfg.vocab_size = data->vocab_size;
     t->data = data;
+    t->vocabulary_checked = vocabulary_checked;
     t->opt = opt ? opt : &default_opt;
     t->hooks = hooks ? hooks : &no_hooks;
     t->session_start = pmt_now_seconds();
@@ -815,6 +839,11 @@ int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_t
     return rc;
 }
 
+int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_train_options *opt,
+                  const pmt_train_hooks *hooks, pmt_train_result *res, char *err, size_t errlen) {
+    return run(cfg, data, 0, opt, hooks, res, err, errlen);
+}
+
 /* ------------------------------------------------------------------ */
 /* from a prepared data directory                                      */
 
@@ -829,13 +858,20 @@ int pmt_train_from_dir(const pmt_config *cfg, const pmt_train_options *opt, cons
         return -1;
     }
     int rc = -1;
-    snprintf(path, sizeof path, "%s/train.tok", cfg->data_dir);
-    if (pmt_corpus_load(&train, path, inner, sizeof inner) != 0) goto done;
-    snprintf(path, sizeof path, "%s/valid.tok", cfg->data_dir);
-    if (pmt_corpus_load(&valid, path, inner, sizeof inner) != 0) goto done;
     pmt_train_data data = {&train, &valid, NULL, 0, pmt_spm_vocab_size(spm)};
     data.spm = pmt_spm_serialized(spm, &data.spm_size);
-    rc = pmt_train_run(cfg, &data, opt, hooks, res, err, errlen);
+    const uint32_t spm_checksum = pmt_corpus_spm_checksum(data.spm, data.spm_size);
+    /* Both files mapped (corpus.h); their headers must name this spm.model. */
+    snprintf(path, sizeof path, "%s/train.tok", cfg->data_dir);
+    if (pmt_corpus_load(&train, path, inner, sizeof inner) != 0 ||
+        pmt_corpus_check_vocabulary(&train, path, data.vocab_size, spm_checksum, inner, sizeof inner) != 0)
+        goto done;
+    snprintf(path, sizeof path, "%s/valid.tok", cfg->data_dir);
+    if (pmt_corpus_load(&valid, path, inner, sizeof inner) != 0 ||
+        pmt_corpus_check_vocabulary(&valid, path, data.vocab_size, spm_checksum, inner, sizeof inner) != 0)
+        goto done;
+    /* version-1 files name no vocabulary: their ids are range-checked at start-up, as before */
+    rc = run(cfg, &data, train.vocab_size > 0 && valid.vocab_size > 0, opt, hooks, res, err, errlen);
     goto out;
 done:
     snprintf(err, errlen, "%s (run `projmt prepare --data-dir %s`)", inner, cfg->data_dir);
