@@ -55,7 +55,6 @@ typedef struct trainer {
     int has_valid;
     pmt_train_state st;
     pmt_trainlog log;
-    int steps_per_epoch;
     double session_start, elapsed_base;     /* elapsed_base: st.elapsed_seconds at session start */
     int64_t session_first_step, session_tokens;
     double session_step_seconds;
@@ -137,7 +136,6 @@ static int setup_batchers(trainer *t, char *err, size_t errlen) {
         snprintf(err, errlen, "training data: %s", inner);
         return -1;
     }
-    t->steps_per_epoch = (t->train_b.n_batches + t->cfg.accum - 1) / t->cfg.accum;
     if (t->vocabulary_checked) t->train_b.vocab_size = d->vocab_size;
     t->has_valid = d->valid && d->valid->n_pairs > 0;
     if (t->has_valid) {
@@ -149,9 +147,10 @@ static int setup_batchers(trainer *t, char *err, size_t errlen) {
         }
         if (t->vocabulary_checked) t->valid_b.vocab_size = d->vocab_size;
     }
-    if (t->train_b.n_truncated)
-        pmt_progress_message(&t->log, "note: %d of %d training pairs have a side longer than max_len - 1 = %d "
-                             "tokens; they are truncated", t->train_b.n_truncated, d->train->n_pairs,
+    if (t->train_b.n_truncated)   /* with blocks, of the pairs looked at so far (batcher.h) */
+        pmt_progress_message(&t->log, "note: %d of %s%d training pairs have a side longer than max_len - 1 = %d "
+                             "tokens; they are truncated", t->train_b.n_truncated,
+                             t->train_b.pairs_seen < d->train->n_pairs ? "the first " : "", t->train_b.pairs_seen,
                              t->cfg.max_len - 1);
     return 0;
 }
@@ -313,8 +312,10 @@ static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
     pmt_train_state *st = &t->st;
     const double start = pmt_now_seconds();
     const int epoch = (int)st->epoch, first = (int)st->batch;
-    int group = t->train_b.n_batches - first;
-    if (group > t->cfg.accum) group = t->cfg.accum;
+    /* up to accum batches, fewer at the end of the epoch (batcher.h: found
+     * by has_batch, n_batches may be an estimate) */
+    int group = 0;
+    while (group < t->cfg.accum && pmt_batcher_has_batch(&t->train_b, epoch, first + group)) group++;
     double denominator = 0;
     for (int k = 0; k < group; k++) denominator += pmt_batcher_target_tokens(&t->train_b, epoch, first + k);
 
@@ -345,7 +346,7 @@ static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
         pmt_ema_update(t->ema, t->model.params, t->model.n_params, t->cfg.ema, st->step);
 
     st->batch += group;
-    *epoch_end = st->batch >= t->train_b.n_batches;
+    *epoch_end = !pmt_batcher_has_batch(&t->train_b, epoch, (int)st->batch);
     if (*epoch_end) {
         st->epoch++;
         st->batch = 0;
@@ -382,7 +383,8 @@ static double eta_seconds(const trainer *t) {
     double per_step = done > 0 ? (pmt_now_seconds() - t->session_start) / (double)done : NAN, eta = INFINITY;
     if (c->max_steps > 0) eta = fmin(eta, (double)(c->max_steps - t->st.step) * per_step);
     if (c->epochs > 0) {
-        int64_t left = (int64_t)(c->epochs - t->st.epoch) * t->steps_per_epoch -
+        const int64_t steps_per_epoch = (t->train_b.n_batches + c->accum - 1) / c->accum;   /* may be an estimate */
+        int64_t left = (int64_t)(c->epochs - t->st.epoch) * steps_per_epoch -
                        (t->st.batch + c->accum - 1) / c->accum;
         eta = fmin(eta, (double)left * per_step);
     }
@@ -761,9 +763,10 @@ static int setup(trainer *t, char *err, size_t errlen) {
     t->session_first_step = t->st.step;
     t->elapsed_base = t->st.elapsed_seconds;
     t->last_loss = t->last_accuracy = NAN;
-    pmt_progress_message(&t->log, "training: %d pairs in %d batches of <= %d tokens (accum %d), %d validation "
+    pmt_progress_message(&t->log, "training: %d pairs in %s%d batches of <= %d tokens (accum %d), %d validation "
                          "pairs; %d thread(s); precision %s%s; logging to %s", t->data->train->n_pairs,
-                         t->train_b.n_batches, c->batch_tokens, c->accum, t->has_valid ? t->data->valid->n_pairs : 0,
+                         t->train_b.n_batches_exact ? "" : "about ", t->train_b.n_batches, c->batch_tokens, c->accum,
+                         t->has_valid ? t->data->valid->n_pairs : 0,
                          omp_get_max_threads(), pmt_precision_name(c->precision),
                          !t->precision_auto ? ""
                          : c->precision == PMT_PRECISION_BF16 ? " (auto: this CPU has native bf16 dot products)"
