@@ -91,6 +91,8 @@ static void use_block(pmt_batcher *b, int k) {
     int first = b->block_batches[k] < 0;
     sort_block(b, k, first);
     int max_pairs, n = cut_batches(b, block_size(b, k), b->batch_start, &max_pairs);
+    /* a strided block read lengths from every page of the offset tables */
+    if (b->n_blocks > 1) pmt_corpus_release_pages(b->corpus);
     b->cur_block = k;
     b->perm_epoch = -1;
     if (first) {

@@ -354,6 +354,10 @@ void pmt_corpus_free(pmt_corpus *c) {
     memset(c, 0, sizeof *c);
 }
 
+void pmt_corpus_release_pages(const pmt_corpus *c) {
+    if (c->map) (void)madvise(c->map, c->map_bytes, MADV_DONTNEED);   /* advice: failure costs only memory */
+}
+
 uint32_t pmt_corpus_spm_checksum(const void *spm_bytes, size_t size) { return crc_of(0, spm_bytes, size); }
 
 /* ---- version 2: writing ------------------------------------------------ */

@@ -76,6 +76,12 @@ int pmt_corpus_verify(const pmt_corpus *c, const char *path, char *err, size_t e
 int pmt_corpus_save(const pmt_corpus *c, const char *path, int vocab_size, uint32_t spm_checksum, char *err,
                     size_t errlen);
 void pmt_corpus_free(pmt_corpus *c);
+/* Drops the pages of a mapped corpus from the process's resident memory
+ * (they stay in the page cache and come back when read): a reader that
+ * just scanned much of the file (the batcher cutting a strided block)
+ * calls it so resident memory does not grow with the corpus. No-op when
+ * not mapped. */
+void pmt_corpus_release_pages(const pmt_corpus *c);
 
 /* crc32 of a SentencePiece model's bytes: the vocabulary identity stored
  * in version-2 files. */
