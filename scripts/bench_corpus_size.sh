@@ -17,7 +17,10 @@
 #   PAIRS     size of the synthetic corpus (default 10000000)
 # The synthetic corpus is made once: SYNTH=FILE names an existing one.
 # Environment: PROJMT (default build/projmt; the binary measured), DATA (default ../shared/data),
-# STEPS (phases to run, default "synth prepare-small prepare-big train-small train-big").
+# STEPS (phases to run, default "synth prepare-small prepare-big train-small train-big";
+# synth-small prepare-synth-small train-synth-small: the first 118,964 lines of the
+# synthetic corpus, the same kind of sentences as the 10M run, for a fair start-up
+# comparison: the joined sentences are twice as long as spa.txt's).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -118,6 +121,9 @@ for step in $steps; do
         prepare-big) make_synthetic; run_prepare big "$synth" "$pairs" ;;
         train-small) run_train small ;;
         train-big) run_train big ;;
+        synth-small) make_synthetic; head -n 118964 "$synth" > "$work/synth-118964.tsv" ;;
+        prepare-synth-small) run_prepare synth-small "$work/synth-118964.tsv" 118964 ;;
+        train-synth-small) run_train synth-small ;;
         *) echo "bench_corpus_size: unknown step '$step'" >&2; exit 2 ;;
     esac
 done
