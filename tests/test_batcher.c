@@ -2,6 +2,11 @@
  * test_batcher.c — the batcher keeps the token budget, serves every pair
  * exactly once per epoch with correct bos/eos/padding, truncates long
  * sentences, and its batch order is a pure function of (seed, epoch).
+ * With blocks (a corpus larger than block_pairs) the same holds, the epoch's
+ * end is exact, n_batches becomes exact after the first epoch, and a
+ * batcher that starts mid-epoch (a resume) serves the same batches as one
+ * that went through from the start. A batcher given the vocabulary replaces
+ * and counts ids outside it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +169,85 @@ static void test_minimal_budget(const pmt_corpus *c) {
     pmt_batcher_free(&b);
 }
 
+/* The first row's pair of every batch of epoch, in order, while the epoch
+ * has batches; checks each batch and that every pair comes once. Returns
+ * the batch count. */
+static int walk_epoch(pmt_batcher *b, const pmt_corpus *c, int epoch, int *first_pair, double *fill_rate) {
+    int *seen = calloc((size_t)c->n_pairs, sizeof *seen);
+    long real = 0, cells = 0;
+    int k = 0;
+    for (; pmt_batcher_has_batch(b, epoch, k); k++) {
+        int tokens = pmt_batcher_target_tokens(b, epoch, k);
+        const pmt_batch *x = pmt_batcher_fill(b, epoch, k);
+        int sum = 0;
+        for (int r = 0; r < x->B; r++) sum += x->tgt_len[r];
+        CHECK(tokens == sum && x->B >= 1 && x->B <= b->max_pairs);
+        check_batch(c, x, seen, &real, &cells);
+        first_pair[k] = x->src[0] - 4;
+    }
+    int once = 1;
+    for (int i = 0; i < c->n_pairs; i++) once &= seen[i] == 1;
+    CHECK_MSG(once, "epoch %d (blocks) does not serve every pair exactly once", epoch);
+    free(seen);
+    *fill_rate = cells ? (double)real / (double)cells : 0;
+    return k;
+}
+
+static void test_blocks(const pmt_corpus *c) {
+    char err[256];
+    pmt_batcher a, b, v;
+    CHECK(pmt_batcher_init_blocks(&a, c, BUDGET, MAX_LEN, 7, 1, 64, err, sizeof err) == 0);
+    CHECK_MSG(a.n_blocks == 8 && !a.n_batches_exact && a.n_batches > 0, "%d blocks, %d batches (exact %d)",
+              a.n_blocks, a.n_batches, a.n_batches_exact);
+    CHECK(a.pairs_seen == 63 && a.max_pairs == BUDGET / 2);
+    const int estimate = a.n_batches;
+    int *seq[3];
+    int count[3];
+    for (int e = 0; e < 3; e++) {
+        seq[e] = malloc((size_t)c->n_pairs * sizeof(int));
+        double rate;
+        count[e] = walk_epoch(&a, c, e, seq[e], &rate);
+        CHECK_MSG(rate > 0.8, "epoch %d: only %.1f%% of batch cells are real tokens", e, 100 * rate);
+    }
+    CHECK(a.n_batches_exact && a.n_batches == count[0] && count[1] == count[0] && count[2] == count[0]);
+    CHECK_MSG(abs(estimate - count[0]) * 4 <= count[0], "estimate %d, exact %d", estimate, count[0]);
+    CHECK(a.pairs_seen == c->n_pairs);
+    CHECK(memcmp(seq[1], seq[2], (size_t)count[0] * sizeof(int)) != 0);
+    CHECK(!pmt_batcher_has_batch(&a, 1, count[0]) && pmt_batcher_has_batch(&a, 1, count[0] - 1));
+
+    /* A resume: a new batcher asked first for epoch 2 from its middle. */
+    CHECK(pmt_batcher_init_blocks(&b, c, BUDGET, MAX_LEN, 7, 1, 64, err, sizeof err) == 0);
+    int same = 1;
+    for (int k = count[0] / 2; k < count[0]; k++) same &= pmt_batcher_fill(&b, 2, k)->src[0] - 4 == seq[2][k];
+    for (int k = 0; k < count[0]; k++) same &= pmt_batcher_fill(&b, 1, k)->src[0] - 4 == seq[1][k];
+    CHECK_MSG(same, "a batcher started mid-epoch serves other batches");
+    for (int e = 0; e < 3; e++) free(seq[e]);
+
+    /* Without shuffle (validation) there is one block, cut at init. */
+    CHECK(pmt_batcher_init_blocks(&v, c, BUDGET, MAX_LEN, 7, 0, 64, err, sizeof err) == 0);
+    CHECK(v.n_blocks == 1 && v.n_batches_exact && v.pairs_seen == c->n_pairs);
+    pmt_batcher_free(&a);
+    pmt_batcher_free(&b);
+    pmt_batcher_free(&v);
+}
+
+/* Ids beyond vocab_size (a damaged mapped file) become unk and are counted. */
+static void test_vocabulary_guard(const pmt_corpus *c) {
+    char err[256];
+    pmt_batcher b;
+    CHECK(pmt_batcher_init(&b, c, BUDGET, MAX_LEN, 7, 1, err, sizeof err) == 0);
+    b.vocab_size = 200;   /* pair i's first source id is 4 + i: pairs 196.. are out */
+    int unk_rows = 0;
+    for (int k = 0; k < b.n_batches; k++) {
+        const pmt_batch *x = pmt_batcher_fill(&b, 0, k);
+        for (int r = 0; r < x->B; r++) unk_rows += x->src[(size_t)r * x->S] == PMT_UNK_ID;
+    }
+    CHECK_MSG(b.bad_ids == c->n_pairs - 196 && unk_rows == c->n_pairs - 196, "%ld bad ids, %d unk rows", b.bad_ids,
+              unk_rows);
+    CHECK(b.first_bad_id == 4 + b.first_bad_pair && b.first_bad_pair >= 196);
+    pmt_batcher_free(&b);
+}
+
 int main(void) {
     pmt_corpus c;
     make_corpus(&c, N_PAIRS, 42);
@@ -171,6 +255,8 @@ int main(void) {
     test_order_is_function_of_seed_and_epoch(&c);
     test_errors(&c);
     test_minimal_budget(&c);
+    test_blocks(&c);
+    test_vocabulary_guard(&c);
     free_corpus(&c);
     return test_finish();
 }

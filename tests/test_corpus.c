@@ -1,16 +1,22 @@
 /*
- * test_corpus.c — the .tok file format of corpus.h: save/load round trip
- * (including an empty split), and every kind of damage (missing, truncated,
- * a flipped compressed byte, a flipped payload byte caught only by the crc,
- * wrong magic, wrong version, inconsistent offsets, plain text) must give a
- * message naming the file instead of a crash or wrong ids.
+ * test_corpus.c — the .tok file formats of corpus.h: version 2 (mapped)
+ * save/load round trip (including an empty split) and its exact layout;
+ * version 1 (gzip, earlier builds) still loads; and every kind of damage
+ * must give a message naming the file instead of a crash or wrong ids —
+ * version 2: truncated (by one byte, by half, to less than a header), bytes
+ * appended, a flipped header byte, another format version, inconsistent
+ * offsets, a flipped id (found by pmt_corpus_verify), ids of another
+ * vocabulary (refused by pmt_corpus_check_vocabulary); version 1: missing,
+ * truncated, a flipped compressed byte, a flipped payload byte caught only
+ * by the crc, wrong magic, wrong version, inconsistent offsets, plain text.
  *
- * The damaged payloads are built by this test's own writer of the layout in
- * corpus.h, so the test also pins the documented format.
+ * The payloads are built by this test's own writers of the layouts in
+ * corpus.h, so the test also pins the documented formats.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "data/corpus.h"
@@ -50,7 +56,7 @@ static const char *path_in_dir(const char *name) {
     return path[which];
 }
 
-/* Raw decompressed payload (the layout of corpus.h) of c; malloc'd. */
+/* Raw decompressed payload (the version-1 layout of corpus.h) of c; malloc'd. */
 static unsigned char *payload_of(const pmt_corpus *c, size_t *size) {
     uint32_t version = 1, n = (uint32_t)c->n_pairs;
     uint64_t ns = c->src_off[n], nt = c->tgt_off[n];
@@ -71,6 +77,45 @@ static unsigned char *payload_of(const pmt_corpus *c, size_t *size) {
 #undef PUT
     *size = total;
     return p;
+}
+
+enum { TEST_VOCAB = 8000 };
+static const uint32_t test_spm_checksum = 0x5eed1234u;
+
+/* The version-2 file (the layout of corpus.h) of c; malloc'd. */
+static unsigned char *file_v2_of(const pmt_corpus *c, size_t *size) {
+    uint64_t n = (uint64_t)c->n_pairs, ns = c->src_off[n], nt = c->tgt_off[n];
+    size_t total = 64 + 2 * (n + 1) * 8 + (ns + nt) * 4;
+    unsigned char *p = calloc(1, total), *w = p + 64;
+#define PUT(src, len) do { memcpy(w, (src), (len)); w += (len); } while (0)
+    PUT(c->src_off, (n + 1) * 8);
+    PUT(c->tgt_off, (n + 1) * 8);
+    PUT(c->src_ids, ns * 4);
+    PUT(c->tgt_ids, nt * 4);
+    uint32_t version = 2, header_bytes = 64, vocab = TEST_VOCAB, spm = test_spm_checksum;
+    uint32_t body = (uint32_t)crc32(0, p + 64, (uInt)(total - 64));
+    w = p;
+    PUT("PMTTOK\0\2", 8);
+    PUT(&version, 4);
+    PUT(&header_bytes, 4);
+    PUT(&n, 8);
+    PUT(&ns, 8);
+    PUT(&nt, 8);
+    PUT(&vocab, 4);
+    PUT(&spm, 4);
+    PUT(&body, 4);
+    w += 8;   /* reserved */
+    uint32_t header = (uint32_t)crc32(0, p, 60);
+    PUT(&header, 4);
+#undef PUT
+    *size = total;
+    return p;
+}
+
+/* Sets the header checksum of a version-2 file after a header edit. */
+static void reseal_header(unsigned char *file) {
+    uint32_t header = (uint32_t)crc32(0, file, 60);
+    memcpy(file + 60, &header, 4);
 }
 
 static void write_gz(const char *path, const void *data, size_t size) {
@@ -107,23 +152,40 @@ static void expect_load_error(const char *path, const char *expect) {
 static void test_round_trip(const pmt_corpus *orig) {
     char err[1024] = "";
     const char *path = path_in_dir("rt.tok");
-    CHECK_MSG(pmt_corpus_save(orig, path, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(pmt_corpus_save(orig, path, TEST_VOCAB, test_spm_checksum, err, sizeof err) == 0, "%s", err);
     pmt_corpus back;
     CHECK_MSG(pmt_corpus_load(&back, path, err, sizeof err) == 0, "%s", err);
     CHECK(corpora_equal(orig, &back));
     CHECK(pmt_corpus_src_len(&back, 3) == 3 && pmt_corpus_tgt_len(&back, 3) == 4);
-    pmt_corpus_free(&back);
+    CHECK(back.map != NULL && back.vocab_size == TEST_VOCAB && back.spm_checksum == test_spm_checksum);
+    CHECK_MSG(pmt_corpus_verify(&back, path, err, sizeof err) == 0, "%s", err);
+    CHECK(pmt_corpus_check_vocabulary(&back, path, TEST_VOCAB, test_spm_checksum, err, sizeof err) == 0);
 
-    /* The file is exactly the documented payload, gzip-compressed. */
+    /* The file is exactly the documented version-2 layout, and its
+     * identity the crc32 of its body. */
     size_t expected_size, got_size;
-    unsigned char *expected = payload_of(orig, &expected_size);
-    unsigned char *got = malloc(expected_size + 16);
-    gzFile gz = gzopen(path, "rb");
-    got_size = gz ? (size_t)gzread(gz, got, (unsigned)expected_size + 16) : 0;
-    CHECK(gz && gzclose(gz) == Z_OK);
+    unsigned char *expected = file_v2_of(orig, &expected_size);
+    unsigned char *got = read_raw(path, &got_size);
     CHECK(got_size == expected_size && memcmp(got, expected, expected_size) == 0);
+    CHECK(back.checksum == (uint32_t)crc32(0, expected + 64, (uInt)(expected_size - 64)));
+    pmt_corpus_free(&back);
     free(got);
     free(expected);
+
+    /* A version-1 file of an earlier build loads into memory, the same ids. */
+    size_t psize;
+    unsigned char *payload = payload_of(orig, &psize);
+    write_gz(path_in_dir("v1.tok"), payload, psize);
+    CHECK_MSG(pmt_corpus_load(&back, path_in_dir("v1.tok"), err, sizeof err) == 0, "%s", err);
+    CHECK(corpora_equal(orig, &back));
+    CHECK(back.map == NULL && back.vocab_size == 0);
+    uint32_t stored;
+    memcpy(&stored, payload + psize - 4, 4);
+    CHECK(back.checksum == stored);
+    /* it names no vocabulary: passes the check (ids range-checked instead) */
+    CHECK(pmt_corpus_check_vocabulary(&back, path_in_dir("v1.tok"), 123, 0, err, sizeof err) == 0);
+    pmt_corpus_free(&back);
+    free(payload);
 }
 
 static void test_empty_corpus(void) {
@@ -131,18 +193,96 @@ static void test_empty_corpus(void) {
     make_corpus(&empty, 0);
     char err[1024] = "";
     const char *path = path_in_dir("empty.tok");
-    CHECK_MSG(pmt_corpus_save(&empty, path, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(pmt_corpus_save(&empty, path, TEST_VOCAB, test_spm_checksum, err, sizeof err) == 0, "%s", err);
     CHECK_MSG(pmt_corpus_load(&back, path, err, sizeof err) == 0, "%s", err);
     CHECK(back.n_pairs == 0 && back.src_off[0] == 0 && back.tgt_off[0] == 0);
     pmt_corpus_free(&back);
     pmt_corpus_free(&empty);
 }
 
+/* Writes file[0..size) under name and expects loading it to fail with `expect`. */
+static void expect_v2_error(const char *name, const unsigned char *file, size_t size, const char *expect) {
+    write_raw(path_in_dir(name), file, size);
+    expect_load_error(path_in_dir(name), expect);
+}
+
+static void test_damaged_v2(const pmt_corpus *orig) {
+    size_t size;
+    unsigned char *file = file_v2_of(orig, &size);
+    expect_v2_error("cut-by-one.tok", file, size - 1, "truncated");
+    expect_v2_error("cut-half.tok", file, size / 2, "truncated");
+    expect_v2_error("cut-header.tok", file, 40, "truncated");
+    unsigned char *longer = malloc(size + 1);
+    memcpy(longer, file, size);
+    longer[size] = 0;
+    expect_v2_error("appended.tok", longer, size + 1, "after the");
+    free(longer);
+
+    file[30] ^= 0x01;   /* n_src_ids, header checksum left as it was */
+    expect_v2_error("header-flip.tok", file, size, "header checksum");
+    file[30] ^= 0x01;
+
+    file[8] = 9;        /* a later format version, correctly sealed */
+    reseal_header(file);
+    expect_v2_error("version.tok", file, size, "version 9");
+    file[8] = 2;
+    reseal_header(file);
+
+    uint64_t off1;      /* src_off[1] beyond the source ids */
+    memcpy(&off1, file + 64 + 8, 8);
+    uint64_t bad = 1u << 30;
+    memcpy(file + 64 + 8, &bad, 8);
+    expect_v2_error("offsets.tok", file, size, "offset table");
+    memcpy(file + 64 + 8, &off1, 8);
+
+    /* A flipped id loads (start-up reads no ids); verify finds it. */
+    file[size - 20] ^= 0x01;
+    write_raw(path_in_dir("id-flip.tok"), file, size);
+    pmt_corpus c;
+    char err[1024] = "";
+    CHECK_MSG(pmt_corpus_load(&c, path_in_dir("id-flip.tok"), err, sizeof err) == 0, "%s", err);
+    CHECK(pmt_corpus_verify(&c, path_in_dir("id-flip.tok"), err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, path_in_dir("id-flip.tok")) && strstr(err, "checksum mismatch"), "message: %s", err);
+    pmt_corpus_free(&c);
+    file[size - 20] ^= 0x01;
+
+    /* Ids of another vocabulary: another size, or the same size from
+     * another spm.model, are refused with both named. */
+    write_raw(path_in_dir("vocab.tok"), file, size);
+    CHECK_MSG(pmt_corpus_load(&c, path_in_dir("vocab.tok"), err, sizeof err) == 0, "%s", err);
+    CHECK(pmt_corpus_check_vocabulary(&c, path_in_dir("vocab.tok"), 16000, test_spm_checksum, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, path_in_dir("vocab.tok")) && strstr(err, "another vocabulary") && strstr(err, "16000") &&
+              strstr(err, "8000"), "message: %s", err);
+    CHECK(pmt_corpus_check_vocabulary(&c, path_in_dir("vocab.tok"), TEST_VOCAB, 0xabcdef01u, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "another vocabulary") && strstr(err, "abcdef01"), "message: %s", err);
+    pmt_corpus_free(&c);
+    free(file);
+}
+
+/* The writer refuses a pair more than it was opened for, and a file with
+ * fewer is not left behind. */
+static void test_writer_counts(void) {
+    char err[1024] = "";
+    const int32_t ids[2] = {5, 6};
+    const char *path = path_in_dir("count.tok");
+    pmt_corpus_writer *w = pmt_corpus_writer_open(path, 1, TEST_VOCAB, 0, err, sizeof err);
+    CHECK_MSG(w != NULL, "%s", err);
+    if (!w) return;
+    CHECK(pmt_corpus_writer_add(w, ids, 2, ids, 1, err, sizeof err) == 0);
+    CHECK(pmt_corpus_writer_add(w, ids, 2, ids, 1, err, sizeof err) == -1 && strstr(err, "more pairs"));
+    pmt_corpus_writer_discard(w);
+    CHECK(access(path, F_OK) != 0);
+    w = pmt_corpus_writer_open(path, 2, TEST_VOCAB, 0, err, sizeof err);
+    CHECK(w && pmt_corpus_writer_add(w, ids, 2, ids, 1, err, sizeof err) == 0);
+    CHECK(w && pmt_corpus_writer_finish(w, NULL, err, sizeof err) == -1 && strstr(err, "1 pairs written of the 2"));
+    CHECK(access(path, F_OK) != 0);
+}
+
 static void test_damaged_files(const pmt_corpus *orig) {
     expect_load_error(path_in_dir("does-not-exist.tok"), "No such file");
 
     size_t size;
-    unsigned char *good = read_raw(path_in_dir("rt.tok"), &size);
+    unsigned char *good = read_raw(path_in_dir("v1.tok"), &size);
     write_raw(path_in_dir("truncated.tok"), good, size / 2);
     expect_load_error(path_in_dir("truncated.tok"), "corrupt");
     write_raw(path_in_dir("header-only.tok"), good, 12);
@@ -190,9 +330,11 @@ int main(void) {
     test_round_trip(&orig);
     test_empty_corpus();
     test_damaged_files(&orig);
+    test_damaged_v2(&orig);
+    test_writer_counts();
 
     char err[1024] = "";
-    CHECK(pmt_corpus_save(&orig, "/nonexistent-dir/x.tok", err, sizeof err) == -1);
+    CHECK(pmt_corpus_save(&orig, "/nonexistent-dir/x.tok", TEST_VOCAB, 0, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "/nonexistent-dir/x.tok") != NULL, "message: %s", err);
     pmt_corpus_free(&orig);
     return test_finish();

@@ -60,6 +60,9 @@ static const field fields[] = {
     F("vocab_size", T_INT, vocab_size, "8000", "data", "joint SentencePiece vocabulary size"),
     F("spm_model_type", T_STRING, spm_model_type, "unigram", "data", "SentencePiece model: unigram or bpe"),
     F("character_coverage", T_DOUBLE, character_coverage, "1.0", "data", "SentencePiece character coverage"),
+    FI("spm_sample_sentences", spm_sample_sentences, "400000", 0, 2000000000, "data",
+       "train SentencePiece on a seeded sample of at most this many training sentences (English and Spanish lines "
+       "count alike; 0 = every line), so its memory does not grow with the corpus"),
     F("seed", T_ULONG, seed, "1", "data,train", "random seed (shuffle, split, init, dropout, batches)"),
 
     F("d_model", T_INT, d_model, "256", "model", "model width C"),

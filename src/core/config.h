@@ -86,6 +86,7 @@ typedef struct pmt_config {
     int vocab_size;                 /* joint SentencePiece vocabulary */
     char spm_model_type[32];        /* unigram | bpe */
     double character_coverage;
+    int spm_sample_sentences;       /* SentencePiece trains on a seeded sample of this many lines (0 = all) */
     unsigned long seed;             /* shuffles, init, dropout, batching */
 
     /* ---- model ---- */

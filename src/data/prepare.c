@@ -31,7 +31,6 @@
 #include "data/corpus.h"
 #include "data/prepare_internal.h"
 #include "data/spm.h"
-#include "core/strmap.h"
 
 static const char *const split_names[PMT_SPLITS] = {"train", "valid", "test"};
 static const char *const side_names[PMT_SIDES] = {"en", "es"};
@@ -142,17 +141,18 @@ static uint64_t uniform_below(uint64_t *state, uint64_t n) {
 }
 
 /* Fisher–Yates shuffle of idx[0..n) driven by seed. */
-static void shuffle_indices(long *idx, long n, unsigned long seed) {
+static void shuffle_indices(int32_t *idx, long n, unsigned long seed) {
     uint64_t state = (uint64_t)seed;
     for (long i = n - 1; i > 0; i--) {
         long j = (long)uniform_below(&state, (uint64_t)i + 1);
-        long t = idx[i]; idx[i] = idx[j]; idx[j] = t;
+        int32_t t = idx[i]; idx[i] = idx[j]; idx[j] = t;
     }
 }
 
-/* The pairs of each split, as indices into the pair list, in shuffled order. */
+/* The pairs of each split, as indices into the pair list, in shuffled
+ * order (4 bytes a pair: the list is limited to 2^31 - 1 pairs). */
 typedef struct {
-    long *idx[PMT_SPLITS];
+    int32_t *idx[PMT_SPLITS];
     long n[PMT_SPLITS];
 } split_plan;
 
@@ -164,24 +164,25 @@ static void split_plan_free(split_plan *s) {
 
 /* Chooses the split of every English sentence's group of pairs: groups are
  * taken in shuffled order and go to valid, else test, when they still fit
- * there, else to train. */
-static int assign_splits(const pmt_pair_list *list, long n, const long *order, const pmt_config *cfg,
+ * there, else to train. Groups are found by the hash of the English side. */
+static int assign_splits(const pmt_pair_list *list, long n, const int32_t *order, const pmt_config *cfg,
                          split_plan *plan) {
-    pmt_strmap groups;
-    int *group_of = malloc((size_t)n * sizeof *group_of);
-    long *group_size = calloc((size_t)n, sizeof *group_size);
+    pmt_hash_map groups;
+    int32_t *group_of = malloc((size_t)n * sizeof *group_of);
+    int32_t *group_size = calloc((size_t)n, sizeof *group_size);
     signed char *group_split = malloc((size_t)n);
-    int ok = group_of && group_size && group_split && pmt_strmap_init(&groups, (size_t)n) == 0;
+    int ready = pmt_hash_map_init(&groups, (size_t)n) == 0;
+    int ok = group_of && group_size && group_split && ready;
     long n_groups = 0;
     for (long i = 0; ok && i < n; i++) {
-        const char *en = list->pairs[i].side[PMT_SIDE_EN];
         int inserted;
-        int *g = pmt_strmap_get_or_insert(&groups, en, strlen(en), (int)n_groups, &inserted);
+        int *g = pmt_hash_map_get_or_insert(&groups, list->en_hash[i], (int)n_groups, &inserted);
         if (!g) { ok = 0; break; }
         if (inserted) group_split[n_groups++] = -1;
         group_of[i] = *g;
         group_size[*g]++;
     }
+    if (ready) pmt_hash_map_free(&groups);   /* before the plan grows: the map is the largest part */
     long capacity[PMT_SPLITS] = {0, cfg->valid_size, cfg->test_size}, used[PMT_SPLITS] = {0, 0, 0};
     for (long i = 0; ok && i < n; i++) {
         int g = group_of[order[i]];
@@ -195,7 +196,6 @@ static int assign_splits(const pmt_pair_list *list, long n, const long *order, c
         int k = group_split[g];
         plan->idx[k][plan->n[k]++] = order[i];
     }
-    if (group_of && group_size && group_split) pmt_strmap_free(&groups);
     free(group_of);
     free(group_size);
     free(group_split);
@@ -212,11 +212,18 @@ static int make_split_plan(const pmt_pair_list *list, long n, const pmt_config *
                  "lower --valid-size/--test-size", cfg->valid_size, cfg->test_size, n);
         return -1;
     }
-    long *order = malloc((size_t)n * sizeof *order);
+    if (list->n > INT32_MAX) {
+        snprintf(err, errlen, "%ld cleaned pairs: prepare takes at most %d in one run", list->n, INT32_MAX);
+        return -1;
+    }
+    /* train holds at most the primary's pairs; valid and test their sizes */
+    const long capacity[PMT_SPLITS] = {n, cfg->valid_size, cfg->test_size};
+    int32_t *order = malloc((size_t)n * sizeof *order);
     int ok = order != NULL;
-    for (int k = 0; ok && k < PMT_SPLITS; k++) ok = (plan->idx[k] = malloc((size_t)n * sizeof(long))) != NULL;
+    for (int k = 0; ok && k < PMT_SPLITS; k++)
+        ok = (plan->idx[k] = malloc((size_t)(capacity[k] > 0 ? capacity[k] : 1) * sizeof(int32_t))) != NULL;
     if (ok) {
-        for (long i = 0; i < n; i++) order[i] = i;
+        for (long i = 0; i < n; i++) order[i] = (int32_t)i;
         shuffle_indices(order, n, cfg->seed);
         ok = assign_splits(list, n, order, cfg, plan) == 0;
     }
@@ -231,16 +238,9 @@ static int make_split_plan(const pmt_pair_list *list, long n, const pmt_config *
 
 /* ---- the other sources ------------------------------------------------ */
 
-/* 1 if the English side of pair i is held out (value 1 in the map). The
- * map has no plain lookup: an absent sentence is inserted with -1 (not held
- * out; its key is the pair's own text, alive as long as the map), which a
- * later lookup reads the same way. */
-static int held_out(pmt_strmap *held, const pmt_pair_list *list, long i, int *oom) {
-    const char *en = list->pairs[i].side[PMT_SIDE_EN];
-    int inserted = 0;
-    int *v = pmt_strmap_get_or_insert(held, en, strlen(en), -1, &inserted);
-    if (!v) { *oom = 1; return 0; }
-    return *v >= 0;
+/* 1 if the English side of pair i is held out (its hash in held). */
+static int held_out(const pmt_hash_map *held, const pmt_pair_list *list, long i) {
+    return pmt_hash_map_find(held, list->en_hash[i]) != NULL;
 }
 
 /* Completes the plan from the primary's split: with a dev set, valid is the
@@ -252,46 +252,51 @@ static int add_sources_to_plan(const pmt_pair_list *list, split_plan *plan, pmt_
                                size_t errlen) {
     const pmt_source_set *set = list->sources;
     long first_dev = list->first[list->n_sources], n_dev = list->has_dev ? list->n - first_dev : 0;
-    long *dev_idx = NULL;
+    int32_t *dev_idx = NULL;
     if (list->has_dev) {
-        /* the carved valid pairs join the primary's training pairs (plan
-         * arrays hold the primary's n pairs, so they fit) */
+        /* the carved valid pairs join the primary's training pairs (the
+         * train array holds the primary's n pairs, so they fit) */
         for (long i = 0; i < plan->n[PMT_SPLIT_VALID]; i++)
             plan->idx[PMT_SPLIT_TRAIN][plan->n[PMT_SPLIT_TRAIN]++] = plan->idx[PMT_SPLIT_VALID][i];
         if (!(dev_idx = malloc((size_t)(n_dev > 0 ? n_dev : 1) * sizeof *dev_idx))) goto oom;
-        for (long i = 0; i < n_dev; i++) dev_idx[i] = first_dev + i;
+        for (long i = 0; i < n_dev; i++) dev_idx[i] = (int32_t)(first_dev + i);
         free(plan->idx[PMT_SPLIT_VALID]);
         plan->idx[PMT_SPLIT_VALID] = dev_idx;
         plan->n[PMT_SPLIT_VALID] = n_dev;
     }
-    pmt_strmap held;
-    if (pmt_strmap_init(&held, (size_t)(plan->n[PMT_SPLIT_VALID] + plan->n[PMT_SPLIT_TEST]) + 1) != 0) goto oom;
+    pmt_hash_map held;
+    if (pmt_hash_map_init(&held, (size_t)(plan->n[PMT_SPLIT_VALID] + plan->n[PMT_SPLIT_TEST]) + 1) != 0) goto oom;
     int inserted, oom = 0;
     for (int k = PMT_SPLIT_VALID; k <= PMT_SPLIT_TEST; k++)
-        for (long i = 0; i < plan->n[k]; i++) {
-            const char *en = list->pairs[plan->idx[k][i]].side[PMT_SIDE_EN];
-            if (!pmt_strmap_get_or_insert(&held, en, strlen(en), 1, &inserted)) oom = 1;
-        }
+        for (long i = 0; i < plan->n[k]; i++)
+            if (!pmt_hash_map_get_or_insert(&held, list->en_hash[plan->idx[k][i]], 1, &inserted)) oom = 1;
     long total = 0;
     for (int s = 0; s < list->n_sources; s++)
         total += (s == 0 ? plan->n[PMT_SPLIT_TRAIN] : list->first[s + 1] - list->first[s]) * set->spec[s].weight;
-    long *train = malloc((size_t)(total > 0 ? total : 1) * sizeof *train), n_train = 0;
+    if (total > INT32_MAX) {
+        pmt_hash_map_free(&held);
+        snprintf(err, errlen, "%ld training pairs (weights counted): prepare takes at most %d in one run", total,
+                 INT32_MAX);
+        return -1;
+    }
+    int32_t *train = malloc((size_t)(total > 0 ? total : 1) * sizeof *train);
+    long n_train = 0;
     if (!train) oom = 1;
     for (int s = 0; !oom && s < list->n_sources; s++) {
         pmt_source_stats *row = &stats->source[s];
         long start = n_train;
         if (s == 0) {
-            for (long i = 0; !oom && i < plan->n[PMT_SPLIT_TRAIN]; i++) {
-                long p = plan->idx[PMT_SPLIT_TRAIN][i];
-                if (list->has_dev && held_out(&held, list, p, &oom)) row->dropped.held_out++;
+            for (long i = 0; i < plan->n[PMT_SPLIT_TRAIN]; i++) {
+                int32_t p = plan->idx[PMT_SPLIT_TRAIN][i];
+                if (list->has_dev && held_out(&held, list, p)) row->dropped.held_out++;
                 else train[n_train++] = p;
             }
             row->split_pairs[PMT_SPLIT_VALID] = list->has_dev ? 0 : plan->n[PMT_SPLIT_VALID];
             row->split_pairs[PMT_SPLIT_TEST] = plan->n[PMT_SPLIT_TEST];
         } else {
-            for (long p = list->first[s]; !oom && p < list->first[s + 1]; p++) {
-                if (held_out(&held, list, p, &oom)) row->dropped.held_out++;
-                else train[n_train++] = p;
+            for (long p = list->first[s]; p < list->first[s + 1]; p++) {
+                if (held_out(&held, list, p)) row->dropped.held_out++;
+                else train[n_train++] = (int32_t)p;
             }
         }
         long once = n_train - start;
@@ -306,7 +311,7 @@ static int add_sources_to_plan(const pmt_pair_list *list, split_plan *plan, pmt_
         pmt_source_stats *row = &stats->source[list->n_sources];
         row->split_pairs[PMT_SPLIT_VALID] = n_dev;
     }
-    pmt_strmap_free(&held);
+    pmt_hash_map_free(&held);
     if (oom) { free(train); goto oom; }
     free(plan->idx[PMT_SPLIT_TRAIN]);
     plan->idx[PMT_SPLIT_TRAIN] = train;
@@ -319,39 +324,46 @@ oom:
 
 /* ---- text outputs ----------------------------------------------------- */
 
-/* Writes one side of the pairs idx[0..n) as text lines into af, closed
- * (synced) under its temporary name. */
-static int write_side_text(pmt_atomic_file *af, const pmt_pair_list *list, const long *idx, long n, int side,
-                           char *err, size_t errlen) {
-    int ok = 1;
-    for (long i = 0; ok && i < n; i++)
-        ok = fputs(list->pairs[idx[i]].side[side], af->f) >= 0 && fputc('\n', af->f) != EOF;
-    if (!ok) {
-        snprintf(err, errlen, "cannot write '%s': %s", af->tmp, strerror(errno));
-        return -1;
+/* Writes the pairs idx[0..n) as <split>.en and <split>.es lines (text read
+ * back from the spill), both closed (synced) under their temporary names. */
+static int write_split_text(pmt_pair_list *list, const int32_t *idx, long n, pmt_atomic_file *af[PMT_SIDES],
+                            char *err, size_t errlen) {
+    for (long i = 0; i < n; i++) {
+        const char *side[PMT_SIDES];
+        if (pmt_pair_list_get(list, idx[i], &side[PMT_SIDE_EN], &side[PMT_SIDE_ES], err, errlen) != 0) return -1;
+        for (int s = 0; s < PMT_SIDES; s++)
+            if (fputs(side[s], af[s]->f) < 0 || fputc('\n', af[s]->f) == EOF) {
+                snprintf(err, errlen, "cannot write '%s': %s", af[s]->tmp, strerror(errno));
+                return -1;
+            }
     }
-    return pmt_atomic_close(af, err, errlen);
+    for (int s = 0; s < PMT_SIDES; s++)
+        if (pmt_atomic_close(af[s], err, errlen) != 0) return -1;
+    return 0;
 }
 
-/* Writes <split>.{en,es}; remembers the train files for SentencePiece. */
-static int write_split_texts(const pmt_config *cfg, const pmt_pair_list *list, const split_plan *plan,
-                             output_set *out, const char *train_text[PMT_SIDES], char *err, size_t errlen) {
+/* Writes <split>.{en,es} and remembers their temporaries: SentencePiece
+ * trains on train's, and every split is encoded from its own. */
+static int write_split_texts(const pmt_config *cfg, pmt_pair_list *list, const split_plan *plan, output_set *out,
+                             char text[PMT_SPLITS][PMT_SIDES][OUT_PATH], char *err, size_t errlen) {
     for (int k = 0; k < PMT_SPLITS; k++) {
+        pmt_atomic_file *af[PMT_SIDES];
         for (int s = 0; s < PMT_SIDES; s++) {
             char name[32];
             snprintf(name, sizeof name, "%s.%s", split_names[k], side_names[s]);
-            pmt_atomic_file *af = output_open(out, cfg->data_dir, name, err, errlen);
-            if (!af || write_side_text(af, list, plan->idx[k], plan->n[k], s, err, errlen) != 0) return -1;
-            if (k == PMT_SPLIT_TRAIN) train_text[s] = af->tmp;
+            if (!(af[s] = output_open(out, cfg->data_dir, name, err, errlen))) return -1;
+            snprintf(text[k][s], OUT_PATH, "%s", af[s]->tmp);
         }
+        if (write_split_text(list, plan->idx[k], plan->n[k], af, err, errlen) != 0) return -1;
     }
     return 0;
 }
 
 /* ---- SentencePiece ---------------------------------------------------- */
 
-/* Trains the joint model on the training texts into spm.{model,vocab}.tmp. */
-static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], output_set *out,
+/* Trains the joint model on the training texts (train_lines lines in all)
+ * into spm.{model,vocab}.tmp. */
+static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], long train_lines, output_set *out,
                      char *model_path, char *err, size_t errlen) {
     char prefix[PMT_PATH_MAX + 16], vocab_path[OUT_PATH];
     /* spm writes <prefix>.model/.vocab; "spm.tmp" keeps both temporary. */
@@ -368,6 +380,12 @@ static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], o
     opt.model_type = cfg->spm_model_type;
     opt.character_coverage = cfg->character_coverage;
     opt.seed = cfg->seed;
+    /* A bounded sample (SentencePiece's reservoir sampling, seeded): its
+     * memory then stays the same whatever the corpus size. A corpus with no
+     * more lines than the sample is given whole with the flags of earlier
+     * builds, so its spm.model is byte for byte what it was. */
+    if (cfg->spm_sample_sentences > 0 && train_lines > cfg->spm_sample_sentences)
+        opt.input_sentence_size = cfg->spm_sample_sentences;
     char inner[1024];
     if (pmt_spm_train(train_text, PMT_SIDES, prefix, &opt, inner, sizeof inner) != 0) {
         snprintf(err, errlen, "SentencePiece training on %s failed: %s", train_text[0], inner);
@@ -378,163 +396,194 @@ static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], o
 
 /* ---- encoding --------------------------------------------------------- */
 
-/* Growable id buffer for encoding one side of one split. */
+/* A growable id buffer for one sentence. */
 typedef struct {
     int32_t *ids;
-    uint64_t n, cap;
+    size_t n, cap;
 } id_buffer;
 
-/* Makes room for extra more ids (doubling); -1 when out of memory. */
-static int id_buffer_reserve(id_buffer *b, uint64_t extra) {
-    if (b->n + extra <= b->cap) return 0;
-    uint64_t cap = b->cap ? b->cap : 1024;
-    while (cap < b->n + extra) cap *= 2;
-    int32_t *ids = realloc(b->ids, cap * sizeof *ids);
-    if (!ids) return -1;
-    b->ids = ids;
-    b->cap = cap;
-    return 0;
-}
-
-/* Appends the ids of text to b; -1 with err on failure. */
-static int encode_into(const pmt_spm *spm, const char *text, id_buffer *b, char *err, size_t errlen) {
-    size_t guess = strlen(text) + 2;   /* a piece covers >= 1 byte, plus a leading "▁" */
+/* Encodes text into b (replacing what it held); -1 with err on failure. */
+static int encode_sentence(const pmt_spm *spm, const char *text, id_buffer *b, char *err, size_t errlen) {
+    size_t need = strlen(text) + 2;   /* a piece covers >= 1 byte, plus a leading "▁" */
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (id_buffer_reserve(b, guess) != 0) { snprintf(err, errlen, "out of memory while encoding"); return -1; }
-        int n = pmt_spm_encode(spm, text, b->ids + b->n, (int)guess);
+        if (need > b->cap) {
+            int32_t *ids = realloc(b->ids, need * sizeof *ids);
+            if (!ids) { snprintf(err, errlen, "out of memory while encoding"); return -1; }
+            b->ids = ids;
+            b->cap = need;
+        }
+        int n = pmt_spm_encode(spm, text, b->ids, (int)(b->cap < INT32_MAX ? b->cap : INT32_MAX));
         if (n < 0) { snprintf(err, errlen, "SentencePiece: %s", pmt_spm_last_error(spm)); return -1; }
-        if ((size_t)n <= guess) { b->n += (uint64_t)n; return 0; }
-        guess = (size_t)n;
+        if ((size_t)n <= b->cap) { b->n = (size_t)n; return 0; }
+        need = (size_t)n;
     }
     snprintf(err, errlen, "SentencePiece returned inconsistent lengths for one sentence");
     return -1;
 }
 
-/* qsort order for ints, without the overflow of a - b. */
-static int compare_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
+/* Sentence lengths counted by value (index = length), so percentiles need
+ * no per-pair array whatever the corpus size. */
+typedef struct {
+    long *count;
+    size_t cap;
+} length_histogram;
+
+static int histogram_add(length_histogram *h, size_t len) {
+    if (len >= h->cap) {
+        size_t cap = h->cap ? h->cap : 256;
+        while (cap <= len) cap *= 2;
+        long *count = realloc(h->count, cap * sizeof *count);
+        if (!count) return -1;
+        memset(count + h->cap, 0, (cap - h->cap) * sizeof *count);
+        h->count = count;
+        h->cap = cap;
+    }
+    h->count[len]++;
+    return 0;
 }
 
-/* Nearest-rank percentile of sorted[0..n). */
-static int percentile(const int *sorted, long n, int pct) {
+/* Nearest-rank percentile of n lengths (the value whose rank is
+ * ceil(pct * n / 100), as a sort would give). */
+static int histogram_percentile(const length_histogram *h, long n, int pct) {
     if (n == 0) return 0;
-    long rank = (long)((pct * n + 99) / 100);
-    return sorted[rank < 1 ? 0 : rank - 1];
+    long rank = (long)((pct * n + 99) / 100), seen = 0;
+    if (rank < 1) rank = 1;
+    for (size_t len = 0; len < h->cap; len++)
+        if ((seen += h->count[len]) >= rank) return (int)len;
+    return 0;
 }
 
-/* Percentiles of the sentence lengths given by an offset table. */
-static void length_stats(const uint64_t *off, long n, int *scratch, pmt_length_stats *out) {
-    for (long i = 0; i < n; i++) scratch[i] = (int)(off[i + 1] - off[i]);
-    qsort(scratch, (size_t)n, sizeof *scratch, compare_int);
-    out->p50 = percentile(scratch, n, 50);
-    out->p90 = percentile(scratch, n, 90);
-    out->p99 = percentile(scratch, n, 99);
-    out->max = n ? scratch[n - 1] : 0;
+static void histogram_stats(const length_histogram *h, long n, pmt_length_stats *out) {
+    out->p50 = histogram_percentile(h, n, 50);
+    out->p90 = histogram_percentile(h, n, 90);
+    out->p99 = histogram_percentile(h, n, 99);
+    out->max = 0;
+    for (size_t len = 0; len < h->cap; len++)
+        if (h->count[len]) out->max = (int)len;
 }
 
-/* Encodes one side of one split into ids + offsets (ownership to caller). */
-static int encode_side(const pmt_spm *spm, const pmt_pair_list *list, const long *idx, long n, int side,
-                       uint64_t **off_out, int32_t **ids_out, char *err, size_t errlen) {
-    id_buffer b = {NULL, 0, 0};
-    uint64_t *off = malloc(((size_t)n + 1) * sizeof *off);
-    if (!off) { snprintf(err, errlen, "out of memory while encoding"); return -1; }
-    off[0] = 0;
-    for (long i = 0; i < n; i++) {
-        if (encode_into(spm, list->pairs[idx[i]].side[side], &b, err, errlen) != 0) {
-            free(off);
-            free(b.ids);
+/* Encodes one split pair by pair straight into its .tok file (corpus.h's
+ * writer), reading its n pairs back from its .en and .es text, and
+ * gathering the token, unk and length statistics on the way; used (may be
+ * NULL) marks the ids that occur. */
+static int encode_split(const pmt_spm *spm, const char *text[PMT_SIDES], long n, const char *tmp,
+                        uint32_t spm_checksum, unsigned char *used, pmt_split_stats *st, char *err, size_t errlen) {
+    int vocab = pmt_spm_vocab_size(spm), unk = pmt_spm_unk_id(spm);
+    FILE *in[PMT_SIDES] = {NULL, NULL};
+    for (int s = 0; s < PMT_SIDES; s++)
+        if (!(in[s] = fopen(text[s], "rb"))) {
+            snprintf(err, errlen, "cannot read back '%s': %s", text[s], strerror(errno));
+            if (s) fclose(in[0]);
             return -1;
         }
-        off[i + 1] = b.n;
+    pmt_corpus_writer *w = pmt_corpus_writer_open(tmp, n, vocab, spm_checksum, err, errlen);
+    id_buffer side[PMT_SIDES] = {{NULL, 0, 0}, {NULL, 0, 0}};
+    length_histogram hist[PMT_SIDES] = {{NULL, 0}, {NULL, 0}};
+    char *line[PMT_SIDES] = {NULL, NULL};
+    size_t line_cap[PMT_SIDES] = {0, 0};
+    int rc = w ? 0 : -1;
+    st->pairs = n;
+    for (long i = 0; rc == 0 && i < n; i++) {
+        for (int s = 0; rc == 0 && s < PMT_SIDES; s++) {
+            ssize_t len = getline(&line[s], &line_cap[s], in[s]);
+            if (len <= 0 || line[s][len - 1] != '\n') {
+                snprintf(err, errlen, "'%s' ended at line %ld of %ld while encoding it", text[s], i + 1, n);
+                rc = -1;
+                break;
+            }
+            line[s][len - 1] = '\0';
+            rc = encode_sentence(spm, line[s], &side[s], err, errlen);
+            if (rc != 0) break;
+            st->tokens[s] += (long)side[s].n;
+            for (size_t k = 0; k < side[s].n; k++) {
+                st->unk_tokens[s] += side[s].ids[k] == unk;
+                if (used && side[s].ids[k] >= 0 && side[s].ids[k] < vocab) used[side[s].ids[k]] = 1;
+            }
+            if (histogram_add(&hist[s], side[s].n) != 0) {
+                snprintf(err, errlen, "out of memory computing statistics");
+                rc = -1;
+            }
+        }
+        if (rc == 0)
+            rc = pmt_corpus_writer_add(w, side[PMT_SIDE_EN].ids, side[PMT_SIDE_EN].n, side[PMT_SIDE_ES].ids,
+                                       side[PMT_SIDE_ES].n, err, errlen);
     }
-    if (id_buffer_reserve(&b, 1) != 0) { free(off); free(b.ids); snprintf(err, errlen, "out of memory"); return -1; }
-    *off_out = off;
-    *ids_out = b.ids;
-    return 0;
-}
-
-/* Token, unk and length statistics of one encoded split. */
-static int split_token_stats(const pmt_corpus *c, int unk_id, pmt_split_stats *st) {
-    int *scratch = malloc(((size_t)c->n_pairs + 1) * sizeof *scratch);
-    if (!scratch) return -1;
-    const uint64_t *offs[PMT_SIDES] = {c->src_off, c->tgt_off};
-    const int32_t *ids[PMT_SIDES] = {c->src_ids, c->tgt_ids};
-    st->pairs = c->n_pairs;
     for (int s = 0; s < PMT_SIDES; s++) {
-        uint64_t total = offs[s][c->n_pairs];
-        st->tokens[s] = (long)total;
-        st->unk_tokens[s] = 0;
-        for (uint64_t i = 0; i < total; i++) st->unk_tokens[s] += ids[s][i] == unk_id;
-        length_stats(offs[s], c->n_pairs, scratch, &st->length[s]);
+        if (rc == 0) histogram_stats(&hist[s], n, &st->length[s]);
+        free(side[s].ids);
+        free(hist[s].count);
+        free(line[s]);
+        fclose(in[s]);   /* read only: nothing to lose */
     }
-    free(scratch);
-    return 0;
-}
-
-/* Distinct ids occurring on either side of c (vocabulary coverage). */
-static int count_used_ids(const pmt_corpus *c, int vocab_size) {
-    unsigned char *used = calloc((size_t)vocab_size, 1);
-    if (!used) return 0;
-    for (uint64_t i = 0; i < c->src_off[c->n_pairs]; i++) used[c->src_ids[i]] = 1;
-    for (uint64_t i = 0; i < c->tgt_off[c->n_pairs]; i++) used[c->tgt_ids[i]] = 1;
-    int n = 0;
-    for (int i = 0; i < vocab_size; i++) n += used[i];
-    free(used);
-    return n;
+    if (rc != 0) {
+        pmt_corpus_writer_discard(w);
+        return -1;
+    }
+    return pmt_corpus_writer_finish(w, NULL, err, errlen);
 }
 
 /* Encodes every split into <split>.tok and fills the token statistics. */
-static int encode_splits(const pmt_config *cfg, const char *model_path, const pmt_pair_list *list,
-                         const split_plan *plan, output_set *out, pmt_prepare_stats *stats, char *err, size_t errlen) {
+static int encode_splits(const pmt_config *cfg, const char *model_path, const long n_pairs[PMT_SPLITS],
+                         char text[PMT_SPLITS][PMT_SIDES][OUT_PATH], output_set *out, pmt_prepare_stats *stats,
+                         char *err, size_t errlen) {
     pmt_spm *spm = pmt_spm_load_file(model_path, err, errlen);
     if (!spm) return -1;
     stats->vocab_size = pmt_spm_vocab_size(spm);
-    int rc = 0;
+    size_t spm_size;
+    const void *spm_bytes = pmt_spm_serialized(spm, &spm_size);
+    uint32_t spm_checksum = pmt_corpus_spm_checksum(spm_bytes, spm_size);
+    unsigned char *used = calloc((size_t)stats->vocab_size, 1);
+    int rc = used ? 0 : -1;
+    if (!used) snprintf(err, errlen, "out of memory while encoding");
     for (int k = 0; rc == 0 && k < PMT_SPLITS; k++) {
-        pmt_corpus c = {(int)plan->n[k], NULL, NULL, NULL, NULL, 0};
-        rc = encode_side(spm, list, plan->idx[k], plan->n[k], PMT_SIDE_EN, &c.src_off, &c.src_ids, err, errlen);
-        if (rc == 0)
-            rc = encode_side(spm, list, plan->idx[k], plan->n[k], PMT_SIDE_ES, &c.tgt_off, &c.tgt_ids, err, errlen);
-        if (rc == 0 && split_token_stats(&c, pmt_spm_unk_id(spm), &stats->split[k]) != 0) {
-            snprintf(err, errlen, "out of memory computing statistics");
-            rc = -1;
-        }
-        if (rc == 0 && k == PMT_SPLIT_TRAIN) stats->vocab_used_in_train = count_used_ids(&c, stats->vocab_size);
-        if (rc == 0) {
-            char name[32];
-            snprintf(name, sizeof name, "%s.tok", split_names[k]);
-            const char *tmp = output_expect(out, cfg->data_dir, name, NULL, err, errlen);
-            rc = tmp ? pmt_corpus_save(&c, tmp, err, errlen) : -1;
-        }
-        pmt_corpus_free(&c);
+        char name[32];
+        snprintf(name, sizeof name, "%s.tok", split_names[k]);
+        const char *tmp = output_expect(out, cfg->data_dir, name, NULL, err, errlen);
+        const char *sides[PMT_SIDES] = {text[k][PMT_SIDE_EN], text[k][PMT_SIDE_ES]};
+        rc = tmp ? encode_split(spm, sides, n_pairs[k], tmp, spm_checksum, k == PMT_SPLIT_TRAIN ? used : NULL,
+                                &stats->split[k], err, errlen)
+                 : -1;
     }
+    if (rc == 0)
+        for (int i = 0; i < stats->vocab_size; i++) stats->vocab_used_in_train += used[i];
+    free(used);
     pmt_spm_free(spm);
     return rc;
 }
 
 /* ---- pipeline --------------------------------------------------------- */
 
-/* The phases after reading, each timed; outputs registered in out. */
-static int run_phases(const pmt_config *cfg, const pmt_pair_list *list, output_set *out,
-                      pmt_prepare_stats *stats, char *err, size_t errlen) {
+/* The phases after reading, each timed; outputs registered in out. The
+ * pair list (its spill and arrays) is released once the split texts are
+ * written: SentencePiece and the encoder read those, so the list's memory
+ * is not held alongside theirs. */
+static int run_phases(const pmt_config *cfg, pmt_pair_list *list, output_set *out, pmt_prepare_stats *stats,
+                      char *err, size_t errlen) {
     double t = pmt_now_seconds();
     split_plan plan;
     if (make_split_plan(list, list->first[1], cfg, &plan, err, errlen) != 0) return -1;
     int rc = add_sources_to_plan(list, &plan, stats, err, errlen);
-    const char *train_text[PMT_SIDES];
-    if (rc == 0) rc = write_split_texts(cfg, list, &plan, out, train_text, err, errlen);
+    char (*text)[PMT_SIDES][OUT_PATH] = malloc(sizeof(char[PMT_SPLITS][PMT_SIDES][OUT_PATH]));
+    if (rc == 0 && !text) { snprintf(err, errlen, "out of memory"); rc = -1; }
+    if (rc == 0) rc = write_split_texts(cfg, list, &plan, out, text, err, errlen);
+    long n_pairs[PMT_SPLITS];
+    for (int k = 0; k < PMT_SPLITS; k++) n_pairs[k] = plan.n[k];
+    split_plan_free(&plan);
+    pmt_pair_list_free(list);
     stats->seconds_split = pmt_now_seconds() - t;
 
     char model_path[OUT_PATH];
     t = pmt_now_seconds();
-    if (rc == 0) rc = train_spm(cfg, train_text, out, model_path, err, errlen);
+    if (rc == 0) {
+        const char *train_text[PMT_SIDES] = {text[PMT_SPLIT_TRAIN][PMT_SIDE_EN], text[PMT_SPLIT_TRAIN][PMT_SIDE_ES]};
+        rc = train_spm(cfg, train_text, 2 * n_pairs[PMT_SPLIT_TRAIN], out, model_path, err, errlen);
+    }
     stats->seconds_spm = pmt_now_seconds() - t;
 
     t = pmt_now_seconds();
-    if (rc == 0) rc = encode_splits(cfg, model_path, list, &plan, out, stats, err, errlen);
+    if (rc == 0) rc = encode_splits(cfg, model_path, n_pairs, text, out, stats, err, errlen);
     stats->seconds_encode = pmt_now_seconds() - t;
-    split_plan_free(&plan);
+    free(text);
     return rc;
 }
 
@@ -549,8 +598,7 @@ int pmt_prepare(const pmt_config *cfg, FILE *log, pmt_prepare_stats *stats, char
 
     output_set *out = calloc(1, sizeof *out);
     if (!out) { pmt_pair_list_free(&list); snprintf(err, errlen, "out of memory"); return -1; }
-    int rc = run_phases(cfg, &list, out, stats, err, errlen);
-    pmt_pair_list_free(&list);
+    int rc = run_phases(cfg, &list, out, stats, err, errlen);   /* frees list */
 
     double t = pmt_now_seconds();
     if (rc == 0) {

@@ -18,12 +18,13 @@
  * ':' is OPTIONS unless it holds a '/'; a path with a ':' in its last part
  * needs a trailing ':'. Any file may be gzip'd (found by its magic bytes).
  *
- * Ownership: pmt_pair_list owns the raw file buffers; every pmt_pair points
- * into them, so pairs stay valid until pmt_pair_list_free.
+ * Ownership: pmt_pair_list owns its spill file and arrays until
+ * pmt_pair_list_free; pmt_hash_map its two arrays.
  */
 #ifndef PROJMT_PREPARE_INTERNAL_H
 #define PROJMT_PREPARE_INTERNAL_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include "core/config.h"
 #include "core/fileio.h"
@@ -62,33 +63,56 @@ int pmt_source_set_from_config(const pmt_config *cfg, pmt_source_set *set, char 
 /* 1 if text looks like markup or code (the markup=drop rule). */
 int pmt_looks_like_markup(const char *text);
 
-/* One cleaned sentence pair (NUL-terminated, whitespace-normalized). */
-typedef struct pmt_pair {
-    const char *side[PMT_SIDES];
-} pmt_pair;
+/* A map from 64-bit hashes to int (open addressing, linear probing): the
+ * dedup set of pass 1 and the English-sentence groups of the split hold a
+ * hash per pair instead of its text, so their memory is 8-16 bytes a pair
+ * whatever the sentences' length. Hash 0 is stored as 1 (0 marks an empty
+ * slot). Two different keys share a 64-bit hash with probability about
+ * n^2 / 2^65: 3e-6 for 10M pairs, 4e-10 for spa.txt. */
+typedef struct pmt_hash_map {
+    uint64_t *key;
+    int *value;
+    size_t cap, n;      /* cap a power of two; n <= 0.7 cap */
+} pmt_hash_map;
 
-enum { PMT_MAX_BUFFERS = 2 * (PMT_MAX_SOURCES + 1) };
+/* An empty map sized for about expected keys; 0 or -1 (out of memory). */
+int pmt_hash_map_init(pmt_hash_map *m, size_t expected);
+/* The value of key, inserting it with value when absent (*inserted = 1);
+ * NULL when out of memory (growing). */
+int *pmt_hash_map_get_or_insert(pmt_hash_map *m, uint64_t key, int value, int *inserted);
+/* The value of key, or NULL when absent. */
+const int *pmt_hash_map_find(const pmt_hash_map *m, uint64_t key);
+void pmt_hash_map_free(pmt_hash_map *m);
+/* A 64-bit hash of bytes (the same on every machine: splits repeat). */
+uint64_t pmt_hash_bytes(const void *data, size_t n, uint64_t seed);
 
 /* The cleaned pairs of every source, in source order: source s (the dev set
- * is s = n_sources) holds pairs [first[s], first[s + 1]). */
+ * is s = n_sources) holds pairs [first[s], first[s + 1]). The text waits in
+ * a spill file (unlinked at creation: it disappears with the process), so
+ * memory holds 16 bytes a pair: where its text is, and the hash of its
+ * English side (grouping and the held-out rule). */
 typedef struct pmt_pair_list {
-    pmt_pair *pairs;
+    FILE *spill;                      /* "en\0es\0" per pair */
+    uint64_t *offset;                 /* [n + 1]: pair i is spill bytes [offset[i], offset[i + 1]) */
+    uint64_t *en_hash;                /* [n] */
     long n, cap;
     long first[PMT_MAX_SOURCES + 2];
     int n_sources;                    /* training sources */
     int has_dev;
     pmt_source_set *sources;          /* owned: what was read */
-    char *buffers[PMT_MAX_BUFFERS];   /* file contents the pairs point into */
-    int n_buffers;
+    char *text;                       /* pmt_pair_list_get's buffer */
+    size_t text_cap;
 } pmt_pair_list;
 
-/* Reads every input named by cfg (sources and dev set), cleans it, and
- * fills list plus the input/drop counts of stats (totals and per source).
- * Skipped invalid lines are reported to log (may be NULL). 0, or -1 with
- * err (a missing file, a damaged .gz, aligned files of different lengths,
- * a source left empty). */
+/* Reads every input named by cfg (sources and dev set) line by line,
+ * cleans it, and fills list (spill file in cfg->data_dir) plus the
+ * input/drop counts of stats (totals and per source). Skipped invalid lines
+ * are reported to log (may be NULL). 0, or -1 with err (a missing file, a
+ * damaged .gz, aligned files of different lengths, a source left empty). */
 int pmt_prepare_read_pairs(const pmt_config *cfg, FILE *log, pmt_pair_list *list,
                            pmt_prepare_stats *stats, char *err, size_t errlen);
+/* Pair i's two sides (valid until the next call); 0, or -1 with err. */
+int pmt_pair_list_get(pmt_pair_list *list, long i, const char **en, const char **es, char *err, size_t errlen);
 void pmt_pair_list_free(pmt_pair_list *list);
 
 /* Writes manifest.json describing the run into the open temporary af and

@@ -83,7 +83,8 @@ static void write_config(FILE *f, const pmt_config *cfg) {
             cfg->valid_size, cfg->test_size, cfg->max_words, cfg->max_ratio);
     fprintf(f, "    \"vocab_size\": %d, \"spm_model_type\": ", cfg->vocab_size);
     pmt_json_string(f, cfg->spm_model_type);
-    fprintf(f, ", \"character_coverage\": %.17g, \"seed\": %lu}\n", cfg->character_coverage, cfg->seed);
+    fprintf(f, ", \"character_coverage\": %.17g, \"spm_sample_sentences\": %d, \"seed\": %lu}\n",
+            cfg->character_coverage, cfg->spm_sample_sentences, cfg->seed);
 }
 
 /* The whole manifest; I/O errors are caught by the caller via ferror/fclose. */

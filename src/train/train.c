@@ -40,6 +40,11 @@ typedef struct trainer {
     pmt_config cfg;                         /* the run's config, its precision resolved (never auto) */
     int precision_auto;                     /* the precision came as auto */
     const pmt_train_data *data;
+    /* 1: the corpora's headers named this vocabulary (pmt_train_from_dir
+     * checked them, corpus.h), so start-up does not read every id to check
+     * its range (gigabytes at 10M pairs); the batchers check the ids of
+     * each batch they fill instead. 0: every id is checked at start-up. */
+    int vocabulary_checked;
     const pmt_train_options *opt;
     const pmt_train_hooks *hooks;
     pmt_model model;
@@ -50,7 +55,6 @@ typedef struct trainer {
     int has_valid;
     pmt_train_state st;
     pmt_trainlog log;
-    int steps_per_epoch;
     double session_start, elapsed_base;     /* elapsed_base: st.elapsed_seconds at session start */
     int64_t session_first_step, session_tokens;
     double session_step_seconds;
@@ -126,25 +130,27 @@ static int check_ids(const pmt_corpus *c, int V, const char *name, char *err, si
 static int setup_batchers(trainer *t, char *err, size_t errlen) {
     const pmt_train_data *d = t->data;
     char inner[256];
-    if (check_ids(d->train, d->vocab_size, "training", err, errlen) != 0) return -1;
+    if (!t->vocabulary_checked && check_ids(d->train, d->vocab_size, "training", err, errlen) != 0) return -1;
     if (pmt_batcher_init(&t->train_b, d->train, t->cfg.batch_tokens, t->cfg.max_len, t->cfg.seed, 1, inner,
                          sizeof inner) != 0) {
         snprintf(err, errlen, "training data: %s", inner);
         return -1;
     }
-    t->steps_per_epoch = (t->train_b.n_batches + t->cfg.accum - 1) / t->cfg.accum;
+    if (t->vocabulary_checked) t->train_b.vocab_size = d->vocab_size;
     t->has_valid = d->valid && d->valid->n_pairs > 0;
     if (t->has_valid) {
-        if (check_ids(d->valid, d->vocab_size, "validation", err, errlen) != 0) return -1;
+        if (!t->vocabulary_checked && check_ids(d->valid, d->vocab_size, "validation", err, errlen) != 0) return -1;
         if (pmt_batcher_init(&t->valid_b, d->valid, t->cfg.batch_tokens, t->cfg.max_len, t->cfg.seed, 0, inner,
                              sizeof inner) != 0) {
             snprintf(err, errlen, "validation data: %s", inner);
             return -1;
         }
+        if (t->vocabulary_checked) t->valid_b.vocab_size = d->vocab_size;
     }
-    if (t->train_b.n_truncated)
-        pmt_progress_message(&t->log, "note: %d of %d training pairs have a side longer than max_len - 1 = %d "
-                             "tokens; they are truncated", t->train_b.n_truncated, d->train->n_pairs,
+    if (t->train_b.n_truncated)   /* with blocks, of the pairs looked at so far (batcher.h) */
+        pmt_progress_message(&t->log, "note: %d of %s%d training pairs have a side longer than max_len - 1 = %d "
+                             "tokens; they are truncated", t->train_b.n_truncated,
+                             t->train_b.pairs_seen < d->train->n_pairs ? "the first " : "", t->train_b.pairs_seen,
                              t->cfg.max_len - 1);
     return 0;
 }
@@ -306,8 +312,10 @@ static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
     pmt_train_state *st = &t->st;
     const double start = pmt_now_seconds();
     const int epoch = (int)st->epoch, first = (int)st->batch;
-    int group = t->train_b.n_batches - first;
-    if (group > t->cfg.accum) group = t->cfg.accum;
+    /* up to accum batches, fewer at the end of the epoch (batcher.h: found
+     * by has_batch, n_batches may be an estimate) */
+    int group = 0;
+    while (group < t->cfg.accum && pmt_batcher_has_batch(&t->train_b, epoch, first + group)) group++;
     double denominator = 0;
     for (int k = 0; k < group; k++) denominator += pmt_batcher_target_tokens(&t->train_b, epoch, first + k);
 
@@ -338,7 +346,7 @@ static pmt_step_status train_step(trainer *t, int *epoch_end, double *loss) {
         pmt_ema_update(t->ema, t->model.params, t->model.n_params, t->cfg.ema, st->step);
 
     st->batch += group;
-    *epoch_end = st->batch >= t->train_b.n_batches;
+    *epoch_end = !pmt_batcher_has_batch(&t->train_b, epoch, (int)st->batch);
     if (*epoch_end) {
         st->epoch++;
         st->batch = 0;
@@ -375,7 +383,8 @@ static double eta_seconds(const trainer *t) {
     double per_step = done > 0 ? (pmt_now_seconds() - t->session_start) / (double)done : NAN, eta = INFINITY;
     if (c->max_steps > 0) eta = fmin(eta, (double)(c->max_steps - t->st.step) * per_step);
     if (c->epochs > 0) {
-        int64_t left = (int64_t)(c->epochs - t->st.epoch) * t->steps_per_epoch -
+        const int64_t steps_per_epoch = (t->train_b.n_batches + c->accum - 1) / c->accum;   /* may be an estimate */
+        int64_t left = (int64_t)(c->epochs - t->st.epoch) * steps_per_epoch -
                        (t->st.batch + c->accum - 1) / c->accum;
         eta = fmin(eta, (double)left * per_step);
     }
@@ -498,6 +507,17 @@ static int save_last(trainer *t, char *err, size_t errlen) {
     return 0;
 }
 
+/* A batch held an id outside the vocabulary (the batcher put unk in its
+ * place): the mapped file is damaged, so the run stops before the step is
+ * saved. 0 when every id was in range. */
+static int check_filled_ids(const pmt_batcher *b, const char *split, char *err, size_t errlen) {
+    if (b->bad_ids == 0) return 0;
+    snprintf(err, errlen, "the %s split's token file has id %d (pair %d) outside the vocabulary of %d pieces: the "
+             "file is damaged; re-run `projmt prepare`", split, (int)b->first_bad_id, b->first_bad_pair,
+             b->vocab_size);
+    return -1;
+}
+
 /* Teacher-forced pass over the validation set (no dropout). */
 static void evaluate(trainer *t, pmt_stats *sum) {
     memset(sum, 0, sizeof *sum);
@@ -565,7 +585,8 @@ static int validate(trainer *t, char *err, size_t errlen) {
     char why[256];
     int rc = pmt_gemm_take_error(why, sizeof why);
     if (rc != 0) snprintf(err, errlen, "validation: %s", why);
-    else rc = translation_scores(t, &r, scores, sizeof scores, err, errlen);
+    else if ((rc = check_filled_ids(&t->valid_b, "validation", err, errlen)) == 0)
+        rc = translation_scores(t, &r, scores, sizeof scores, err, errlen);
     swap_in_average(t, 0);
     if (rc != 0) return -1;
     r.loss = s.loss_sum / (double)s.tokens;
@@ -683,6 +704,7 @@ static int loop(trainer *t, pmt_train_result *res, char *err, size_t errlen) {
             snprintf(err, errlen, "step %lld: %s (the step was not applied)", (long long)t->st.step, why);
             return -1;
         }
+        if (check_filled_ids(&t->train_b, "training", err, errlen) != 0) return -1;
         if (after_step(t, status, loss, epoch_end, err, errlen) != 0) return -1;
     }
     res->stop = PMT_TRAIN_DONE;
@@ -741,9 +763,10 @@ static int setup(trainer *t, char *err, size_t errlen) {
     t->session_first_step = t->st.step;
     t->elapsed_base = t->st.elapsed_seconds;
     t->last_loss = t->last_accuracy = NAN;
-    pmt_progress_message(&t->log, "training: %d pairs in %d batches of <= %d tokens (accum %d), %d validation "
+    pmt_progress_message(&t->log, "training: %d pairs in %s%d batches of <= %d tokens (accum %d), %d validation "
                          "pairs; %d thread(s); precision %s%s; logging to %s", t->data->train->n_pairs,
-                         t->train_b.n_batches, c->batch_tokens, c->accum, t->has_valid ? t->data->valid->n_pairs : 0,
+                         t->train_b.n_batches_exact ? "" : "about ", t->train_b.n_batches, c->batch_tokens, c->accum,
+                         t->has_valid ? t->data->valid->n_pairs : 0,
                          omp_get_max_threads(), pmt_precision_name(c->precision),
                          !t->precision_auto ? ""
                          : c->precision == PMT_PRECISION_BF16 ? " (auto: this CPU has native bf16 dot products)"
@@ -770,8 +793,11 @@ static void teardown(trainer *t, char *err, size_t errlen, int *rc) {
     if (t->has_valid) pmt_batcher_free(&t->valid_b);
 }
 
-int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_train_options *opt,
-                  const pmt_train_hooks *hooks, pmt_train_result *res, char *err, size_t errlen) {
+/* pmt_train_run, told whether the data's vocabulary was checked (the
+ * trainer's vocabulary_checked). */
+static int run(const pmt_config *cfg, const pmt_train_data *data, int vocabulary_checked,
+               const pmt_train_options *opt, const pmt_train_hooks *hooks, pmt_train_result *res, char *err,
+               size_t errlen) {
     static const pmt_train_options default_opt = {0, 0, 0};
     static const pmt_train_hooks no_hooks = {NULL, NULL, NULL};
     trainer *t = calloc(1, sizeof *t);
@@ -786,6 +812,7 @@ int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_t
     if (t->precision_auto) t->cfg.precision = pmt_gemm_precision_auto();
     t->cfg.vocab_size = data->vocab_size;
     t->data = data;
+    t->vocabulary_checked = vocabulary_checked;
     t->opt = opt ? opt : &default_opt;
     t->hooks = hooks ? hooks : &no_hooks;
     t->session_start = pmt_now_seconds();
@@ -815,6 +842,11 @@ int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_t
     return rc;
 }
 
+int pmt_train_run(const pmt_config *cfg, const pmt_train_data *data, const pmt_train_options *opt,
+                  const pmt_train_hooks *hooks, pmt_train_result *res, char *err, size_t errlen) {
+    return run(cfg, data, 0, opt, hooks, res, err, errlen);
+}
+
 /* ------------------------------------------------------------------ */
 /* from a prepared data directory                                      */
 
@@ -829,13 +861,20 @@ int pmt_train_from_dir(const pmt_config *cfg, const pmt_train_options *opt, cons
         return -1;
     }
     int rc = -1;
-    snprintf(path, sizeof path, "%s/train.tok", cfg->data_dir);
-    if (pmt_corpus_load(&train, path, inner, sizeof inner) != 0) goto done;
-    snprintf(path, sizeof path, "%s/valid.tok", cfg->data_dir);
-    if (pmt_corpus_load(&valid, path, inner, sizeof inner) != 0) goto done;
     pmt_train_data data = {&train, &valid, NULL, 0, pmt_spm_vocab_size(spm)};
     data.spm = pmt_spm_serialized(spm, &data.spm_size);
-    rc = pmt_train_run(cfg, &data, opt, hooks, res, err, errlen);
+    const uint32_t spm_checksum = pmt_corpus_spm_checksum(data.spm, data.spm_size);
+    /* Both files mapped (corpus.h); their headers must name this spm.model. */
+    snprintf(path, sizeof path, "%s/train.tok", cfg->data_dir);
+    if (pmt_corpus_load(&train, path, inner, sizeof inner) != 0 ||
+        pmt_corpus_check_vocabulary(&train, path, data.vocab_size, spm_checksum, inner, sizeof inner) != 0)
+        goto done;
+    snprintf(path, sizeof path, "%s/valid.tok", cfg->data_dir);
+    if (pmt_corpus_load(&valid, path, inner, sizeof inner) != 0 ||
+        pmt_corpus_check_vocabulary(&valid, path, data.vocab_size, spm_checksum, inner, sizeof inner) != 0)
+        goto done;
+    /* version-1 files name no vocabulary: their ids are range-checked at start-up, as before */
+    rc = run(cfg, &data, train.vocab_size > 0 && valid.vocab_size > 0, opt, hooks, res, err, errlen);
     goto out;
 done:
     snprintf(err, errlen, "%s (run `projmt prepare --data-dir %s`)", inner, cfg->data_dir);

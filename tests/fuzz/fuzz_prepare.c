@@ -50,14 +50,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         snprintf(cfg.src_file, sizeof cfg.src_file, "%s", en_path);
         snprintf(cfg.tgt_file, sizeof cfg.tgt_file, "%s", es_path);
     }
+    /* the reader's spill file goes into data_dir: the scratch file's folder */
+    snprintf(cfg.data_dir, sizeof cfg.data_dir, "%.*s", (int)(strrchr(en_path, '/') - en_path), en_path);
     pmt_pair_list list;
     pmt_prepare_stats stats;
     memset(&stats, 0, sizeof stats);
     char err[512] = "";
     if (pmt_prepare_read_pairs(&cfg, NULL, &list, &stats, err, sizeof err) == 0) {
         for (long i = 0; i < list.n; i++) {
-            check_side(list.pairs[i].side[PMT_SIDE_EN]);
-            check_side(list.pairs[i].side[PMT_SIDE_ES]);
+            const char *en, *es;
+            if (pmt_pair_list_get(&list, i, &en, &es, err, sizeof err) != 0) abort();
+            check_side(en);
+            check_side(es);
         }
         const pmt_drop_counts *d = &stats.dropped;
         long dropped = d->invalid_utf8 + d->malformed + d->empty + d->duplicate + d->too_long + d->length_ratio +
