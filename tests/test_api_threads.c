@@ -82,6 +82,9 @@ static int make_other_model(const char *shipped, const char *path) {
     cfg.dec_layers = 2;
     cfg.max_len = 160;
     cfg.site_kind[PMT_SITE_DEC_CROSS] = PMT_ATTN_PROJECTION;
+    /* fp32 whatever the shipped model was trained in: a bf16 training
+     * config needs avx512_bf16, absent under the ISA matrix's caps. */
+    cfg.precision = PMT_PRECISION_FP32;
     pmt_model m;
     int rc = -1;
     if (pmt_model_init(&m, &cfg, ck.vocab_size, 256, cfg.max_len, err, sizeof err) == 0) {
