@@ -1,7 +1,10 @@
 /*
  * cpu_check_built.c — which x86 features this build's flags let the
  * compiler use (see cpu_check.h). Compiled with the build's flags like the
- * kernels; data only, no code that could run on a CPU without them.
+ * kernels; data only, no code that could run on a CPU without them. A
+ * portable build compiles it once per instruction-set level (CMakeLists.txt,
+ * PROJMT_MARCH_NAME), so each engine library names its own level, which
+ * `projmt --version` prints.
  */
 #include "core/cpu_check.h"
 

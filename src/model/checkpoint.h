@@ -22,9 +22,13 @@
  *   uint32   crc32 of every byte above (uncompressed)
  * Version 1 (read, no longer written) stored the training state as
  * uint32 136 and the first 17 fields of pmt_train_state as a raw struct.
+ * Files (of either format) from builds before the fused Q|K|V projection,
+ * with separate wq … bv tensors, are converted on load
+ * (pmt_model_fuse_legacy_qkv, model/model.h).
  * Compatibility: the config is INI text and the state named fields, so a
  * build reads what a newer one wrote: unknown config keys and state fields
- * are skipped, named in pmt_checkpoint.ignored and in one warning on stderr.
+ * are skipped, named in pmt_checkpoint.ignored and in one pmt_log warning
+ * (stderr in the program, the log callback in the library: core/log.h).
  * Bounds: every count is checked against sane limits and against what the
  * file's size can inflate to before anything is allocated for it; the
  * stored config, which sizes the model, must be within the limits of

@@ -11,6 +11,29 @@
  * by one walk over the architecture (build_tensor_table), used twice: once to
  * count, once to bind pointers. Activations live in an arena allocated once
  * for the largest batch; forward and backward never allocate.
+ *
+ * bf16 training passes (--precision bf16; `auto` resolves to it through
+ * pmt_gemm_precision_auto where the CPU has native bf16 dot products): a
+ * training pass switches nn/gemm.c to bf16 products with fp32 accumulation,
+ * and every operand is rounded once per pass: the weights into
+ * m->params16 (round_params_bf16, or written by Adam's update in its own
+ * pass: pmt_optim_keep_bf16_copy, pmt_model_params16_written), linear inputs
+ * into arena slots that the weight-gradient products read again, producer
+ * kernels' outputs by the producers themselves (the *_lp kernels of
+ * nn/ops.h), the rest into gemm.c's workspace, reserved at init. Two
+ * activations exist only in bf16: the FFN's hidden layer
+ * (linear_relu_forward_bf16: bias, ReLU and rounding in the oneDNN
+ * matmul's epilogue, pmt_gemm_bf16_out; its backward gated by the bf16
+ * values) and the logits (the cross-entropy runs over them in place,
+ * crossentropy_fused_bf16_logits); biased linear layers add the bias in
+ * the epilogue (pmt_gemm_bf16_bias). Standard and Sanger projection
+ * attention run their per-head products as avx512_bf16 dot products
+ * (attention_*_bf16, projattn_*_bf16 in nn/ops_attention.c), the pooling
+ * family (ops_poolattn.c) stays fp32. Each pass starts with
+ * pmt_gemm_bf16_weights_changed, so the products' blocked weight copies
+ * (PMT_LP_B_FIXED, nn/gemm.h) are made again from the new params16.
+ * Weights, gradients, Adam, LayerNorm statistics and every softmax stay
+ * fp32, and evaluation passes run in fp32.
  */
 #include "model/model.h"
 #include "model/record.h"

@@ -23,12 +23,16 @@
  * refuses a CPU without native bf16: there is no emulation); products never
  * allocate. pmt_sgemm_in_task stays fp32 (the small attention products).
  *
- * State: the precision, the workspace and the cache of matmul primitives
- * are process-wide, like the attention scratch; the workspace only grows
- * and is released at exit. bf16 products from several threads at once are
- * serialised on one lock (each one uses every thread anyway); the
- * precision and the reservation are meant for serial code (the model
- * switches the precision around a training step's forward and backward).
+ * State: the precision is per thread (a training pass switching to bf16
+ * never changes what another thread's products run in, a translator's
+ * say), and so is the recorded failure below. The workspace, the cache of
+ * matmul primitives and the blocked weight copies are process-wide, under
+ * one lock, until exit; the workspace only grows. bf16 products from
+ * several threads at once are serialised on that lock (each one uses
+ * every thread anyway); the reservation is meant for serial code (the
+ * model switches its thread's precision around a training step's forward
+ * and backward). Who rounds which operand in a training pass:
+ * model/model.c's top comment.
  *
  * Layout: row-major; op(A) [M, K], op(B) [K, N], C [M, N] with leading
  * dimensions lda/ldb/ldc as in cblas. C = alpha·op(A)·op(B) + beta·C; with
