@@ -187,19 +187,56 @@ int pmt_cpu_has_int8_dot(void) {
 /* ------------------------------------------------------------------ */
 /* fp32 libraries                                                      */
 
-/* The OpenMP build of OpenBLAS follows omp_get_max_threads() by itself; a
- * pthread build keeps its own count, so it is told ours when they differ
- * (an int compare per call otherwise). */
-static void openblas_follow_omp(void) {
-    const int n = omp_get_max_threads();
-    if (openblas_get_num_threads() != n) openblas_set_num_threads(n);
+/* OpenBLAS's thread count is one process-wide number (blas_cpu_number),
+ * and its products are not bitwise the same on 1 and 2 threads (the
+ * partition changes which kernel computes the edge columns). Its OpenMP
+ * build even resets that number to the caller's omp_get_max_threads() at
+ * every call. So two translators with different thread counts, calling
+ * OpenBLAS from two OS threads at once, changed each other's results
+ * (tests/test_api_threads.c, 1 to 2 of 6 rounds on the OpenBLAS build).
+ *
+ * The gate below makes every call run with its caller's count: calls
+ * wanting the same count run together, and a call wanting another count
+ * waits until those in flight are done, then sets it. A call from inside an
+ * active OpenMP region (a decoder lane) wants 1: OpenBLAS's OpenMP build
+ * runs it on the calling thread alone, and the pthread build is told so.
+ * While a call waits, new calls queue behind it, so a stream of calls of
+ * one count cannot keep another count out for ever. Cost: a mutex per
+ * product, uncontended unless translators of different counts overlap. */
+static pthread_mutex_t g_blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_blas_turn = PTHREAD_COND_INITIALIZER;
+static int g_blas_threads;    /* the count the calls in flight run with */
+static int g_blas_in_flight;  /* calls inside cblas_sgemm */
+static int g_blas_waiting;    /* calls waiting for another count */
+
+static void openblas_enter(int threads) {
+    pthread_mutex_lock(&g_blas_lock);
+    if (g_blas_in_flight > 0 && (g_blas_threads != threads || g_blas_waiting > 0)) {
+        g_blas_waiting++;
+        do pthread_cond_wait(&g_blas_turn, &g_blas_lock);
+        while (g_blas_in_flight > 0 && g_blas_threads != threads);
+        g_blas_waiting--;
+    }
+    if (g_blas_in_flight == 0 && g_blas_threads != threads) {
+        if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
+        g_blas_threads = threads;
+    }
+    g_blas_in_flight++;
+    pthread_mutex_unlock(&g_blas_lock);
+}
+
+static void openblas_leave(void) {
+    pthread_mutex_lock(&g_blas_lock);
+    if (--g_blas_in_flight == 0) pthread_cond_broadcast(&g_blas_turn);
+    pthread_mutex_unlock(&g_blas_lock);
 }
 
 static void sgemm_openblas(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                            const float *B, int ldb, float beta, float *C, int ldc) {
-    openblas_follow_omp();
+    openblas_enter(omp_in_parallel() ? 1 : omp_get_max_threads());
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
                 lda, B, ldb, beta, C, ldc);
+    openblas_leave();
 }
 
 /* dnnl_sgemm is row-major like cblas. It only fails on invalid arguments
