@@ -9,12 +9,16 @@
 #   bash scripts/setup.sh --fuzz    build dependencies + clang, libFuzzer and libomp only
 #   bash scripts/setup.sh --torch   also PyTorch, only to regenerate the reference
 #                                   fixtures (tests/reference/make_fixture.py)
+#   bash scripts/setup.sh --extra-data  build dependencies + mod2imp (libsword-utils) and
+#                                   python3-polib, to rebuild the extra corpora
+#                                   (scripts/get_extra_data.sh --rebuild)
 set -euo pipefail
 
 required=(build-essential cmake pkg-config libopenblas-dev libopenblas-openmp-dev libdnnl-dev zlib1g-dev
           libsentencepiece-dev sentencepiece libinih-dev libedit-dev libmicrohttpd-dev libjansson-dev)
 fuzz=(clang-14 libclang-rt-14-dev libomp-14-dev)
 sacrebleu_deps=(python3-regex python3-tabulate python3-portalocker python3-colorama python3-lxml)
+extra_data=(libsword-utils python3-polib)
 optional=(libopenmpi-dev openmpi-bin python3-numpy python3-matplotlib python3-pytest python3-pip python3-setuptools curl chromium "${sacrebleu_deps[@]}" "${fuzz[@]}")
 
 want=("${required[@]}")
@@ -22,8 +26,9 @@ case "${1:-}" in
   --all) want+=("${optional[@]}") ;;
   --fuzz) want+=("${fuzz[@]}") ;;
   --torch) want+=("${optional[@]}" python3-torch) ;;
+  --extra-data) want+=("${extra_data[@]}") ;;
   "") ;;
-  *) echo "setup: unknown option $1 (use --all, --fuzz or --torch)" >&2; exit 2 ;;
+  *) echo "setup: unknown option $1 (use --all, --fuzz, --torch or --extra-data)" >&2; exit 2 ;;
 esac
 
 missing=()
