@@ -26,6 +26,7 @@ static char dir[1024];
 
 /* A small corpus with varied lengths, including an empty sentence. */
 static void make_corpus(pmt_corpus *c, int n_pairs) {
+    memset(c, 0, sizeof *c);   /* not mapped: pmt_corpus_free frees the arrays */
     c->n_pairs = n_pairs;
     c->src_off = malloc((size_t)(n_pairs + 1) * sizeof(uint64_t));
     c->tgt_off = malloc((size_t)(n_pairs + 1) * sizeof(uint64_t));

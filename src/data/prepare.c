@@ -561,7 +561,10 @@ static int run_phases(const pmt_config *cfg, pmt_pair_list *list, output_set *ou
                       char *err, size_t errlen) {
     double t = pmt_now_seconds();
     split_plan plan;
-    if (make_split_plan(list, list->first[1], cfg, &plan, err, errlen) != 0) return -1;
+    if (make_split_plan(list, list->first[1], cfg, &plan, err, errlen) != 0) {
+        pmt_pair_list_free(list);
+        return -1;
+    }
     int rc = add_sources_to_plan(list, &plan, stats, err, errlen);
     char (*text)[PMT_SIDES][OUT_PATH] = malloc(sizeof(char[PMT_SPLITS][PMT_SIDES][OUT_PATH]));
     if (rc == 0 && !text) { snprintf(err, errlen, "out of memory"); rc = -1; }
