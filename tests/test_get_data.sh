@@ -9,9 +9,7 @@ set -uo pipefail
 src=${PROJMT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-get-data-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-failures=0 passed=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
+. "$src/tests/check.sh"   # ok, fail, finish, run_script
 
 mkdir -p "$tmp/repo/scripts" "$tmp/elsewhere/spa-eng"
 cp "$src/scripts/get_data.sh" "$tmp/repo/scripts/"
@@ -20,15 +18,7 @@ printf 'no tabs in this file\n' > "$tmp/not-a-corpus.txt"
 
 # get ARGS...: runs the copied script with a clean environment plus any
 # VAR=value words given before "--"; sets $out (stdout), $err, $status.
-get() {
-  local envs=()
-  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  shift
-  out=$(env -u PROJMT_CORPUS -u PROJMT_DATA_DIR -u PROJMT_DATA_URL -u PROJMT_NO_DOWNLOAD "${envs[@]}" \
-        bash "$tmp/repo/scripts/get_data.sh" "$@" 2> "$tmp/stderr")
-  status=$?
-  err=$(cat "$tmp/stderr")
-}
+get() { run_script "PROJMT_CORPUS PROJMT_DATA_DIR PROJMT_DATA_URL PROJMT_NO_DOWNLOAD" "$tmp/repo/scripts/get_data.sh" "$@"; }
 expect_path() {  # NAME PATH
   if [ $status -eq 0 ] && [ "$(echo "$out" | tail -n 1)" = "$2" ]; then ok
   else fail "$1: status $status, stdout '$out', stderr: $err"; fi
@@ -73,5 +63,4 @@ mkdir -p "$tmp/shared/data/spa-eng"
 cp "$corpus" "$tmp/shared/data/spa-eng/spa.txt"
 get -- --no-download;                               expect_path "shared sibling" "$tmp/shared/data/spa-eng/spa.txt"
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -14,9 +14,7 @@ set -uo pipefail
 src=${PROJMT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/projmt-extra-data-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-failures=0 passed=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
+. "$src/tests/check.sh"   # ok, fail, finish, run_script
 command -v python3 >/dev/null 2>&1 || { echo "skip: python3 missing"; exit 77; }
 
 repo="$tmp/repo"
@@ -26,15 +24,7 @@ conv="$repo/scripts/extra_corpora.py"
 
 # get [VAR=value...] -- ARGS...: runs the copied script with a clean
 # environment plus the VAR=value words; sets $out (stdout), $err, $status.
-get() {
-  local envs=()
-  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  shift
-  out=$(env -u PROJMT_EXTRA_DIR -u PROJMT_DATA_DIR -u PROJMT_NO_DOWNLOAD -u PROJMT_MOD2IMP "${envs[@]}" \
-        bash "$repo/scripts/get_extra_data.sh" "$@" 2> "$tmp/stderr")
-  status=$?
-  err=$(cat "$tmp/stderr")
-}
+get() { run_script "PROJMT_EXTRA_DIR PROJMT_DATA_DIR PROJMT_NO_DOWNLOAD PROJMT_MOD2IMP" "$repo/scripts/get_extra_data.sh" "$@"; }
 expect_dir() {  # NAME DIR
   if [ $status -eq 0 ] && [ "$(tail -n 1 <<<"$out")" = "$2" ]; then ok
   else fail "$1: status $status, stdout '$out', stderr: $err"; fi
@@ -352,5 +342,4 @@ else
   echo "note: dpkg-deb missing, the offline rebuild not exercised"
 fi
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish
