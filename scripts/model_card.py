@@ -16,13 +16,32 @@ import sys
 
 FORMAT = "projmt-release-results"
 
-DATA_CREDIT = (
-    "Sentence pairs from the [Tatoeba Project](https://tatoeba.org) as exported by "
-    "[manythings.org/anki](https://www.manythings.org/anki/) (`spa-eng/spa.txt`), licensed "
-    "[CC-BY 2.0 FR](https://creativecommons.org/licenses/by/2.0/fr/). Attribution: "
-    "www.manythings.org/anki and tatoeba.org. The exported model is a derivative of that data: "
-    "whoever redistributes or uses it should credit the Tatoeba Project and manythings.org/anki "
-    "under the same licence.")
+# What projmt knows of the corpora it can fetch (scripts/get_data.sh,
+# scripts/get_extra_data.sh), by file name: where the text comes from, its
+# licence and the credit it asks for. A source not listed here is named on the
+# card with its licence "not recorded".
+KNOWN_SOURCES = {
+    "spa.txt": {
+        "what": "[Tatoeba Project](https://tatoeba.org) sentences as exported by "
+                "[manythings.org/anki](https://www.manythings.org/anki/): short everyday sentences",
+        "licence": "[CC-BY 2.0 FR](https://creativecommons.org/licenses/by/2.0/fr/)",
+        "credit": "The exported model is a derivative of the Tatoeba data: whoever redistributes or uses it "
+                  "should credit the Tatoeba Project and manythings.org/anki (attribution: "
+                  "www.manythings.org/anki and tatoeba.org) under the same licence."},
+    "pydocs.en-es.tsv.gz": {
+        "what": "the Python documentation and its Spanish translation "
+                "([python-docs-es](https://github.com/python/python-docs-es)), paragraphs",
+        "licence": "translations contributed under [CC0](https://creativecommons.org/publicdomain/zero/1.0/)"},
+    "lohelp.en-es.tsv.gz": {
+        "what": "LibreOffice help pages 7.4.7 (Debian packages libreoffice-help-en-us and libreoffice-help-es)",
+        "licence": "[MPL-2.0](https://www.mozilla.org/en-US/MPL/2.0/)",
+        "credit": "LibreOffice help text © The Document Foundation and contributors, MPL-2.0 "
+                  "(Debian's copyright file of libreoffice-help-es)."},
+    "bible.en-es.tsv.gz": {
+        "what": "the Bible: World English Bible and Reina-Valera 1909 (archaic Spanish), from Debian's "
+                "sword-text-web and sword-text-sparv",
+        "licence": "public domain"},
+}
 
 
 def fail(msg):
@@ -61,6 +80,34 @@ def budget_text(budget):
     return "—"
 
 
+def data_sources(data):
+    """The per-source rows of the results file; a results file written before
+    they existed (one corpus) gets the one row its totals give."""
+    if data.get("sources"):
+        return data["sources"]
+    if not data.get("corpus_file"):
+        return []
+    return [{"name": data["corpus_file"], "role": "primary", "weight": 1, "files": [data["corpus_file"]],
+             "input_lines": data["input_lines"], "kept_pairs": data["kept_pairs"],
+             "train_pairs": data["pairs"]["train"]}]
+
+
+def source_names(data):
+    names = [src["name"] for src in data_sources(data)]
+    if not names:
+        return f"`{data['corpus_file']}`" if data.get("corpus_file") else "one corpus"
+    return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
+
+
+def primary_name(data):
+    """The source the test split comes from, as the card names it."""
+    primary = [src for src in data_sources(data) if src["role"] == "primary"]
+    files = primary[0]["files"] if primary else []
+    if files[:1] == ["spa.txt"]:
+        return "Tatoeba (spa.txt)"
+    return f"`{files[0]}`" if files and files[0] else "the primary corpus"
+
+
 def card(r):
     w = r["weights"]
     kinds = ("fp32", w)
@@ -76,7 +123,7 @@ def card(r):
         "`scripts/train_release.sh`); do not edit by hand.*")
     add("")
     add(f"A {count(r['parameters'])}-parameter encoder–decoder Transformer ({attention_text(model)}) "
-        f"trained by projmt on Tatoeba English–Spanish sentence pairs, exported with {w} weights: "
+        f"trained by projmt on English–Spanish sentence pairs ({source_names(data)}), exported with {w} weights: "
         f"`{shipped_name}`, {mb(files[w]['bytes'])}. Right after the build:")
     add("")
     add("```sh")
@@ -87,16 +134,34 @@ def card(r):
 
     add("## Training data and credit")
     add("")
-    add(DATA_CREDIT)
-    add("")
+    sources = data_sources(data)
+    known = [KNOWN_SOURCES.get(f) for src in sources for f in src["files"][:1]]
+    if sources:
+        add("| source | file | text | licence | weight | lines read | pairs kept | training pairs |")
+        add("|---|---|---|---|---|---|---|---|")
+        for src, k in zip(sources, known):
+            file_list = " + ".join(f"`{f}`" for f in src["files"]) or "—"
+            add(f"| {src['name']}{' (primary: valid/test)' if src['role'] == 'primary' else ''} | {file_list} | "
+                f"{k['what'] if k else '—'} | {k['licence'] if k else 'not recorded: check its terms'} | "
+                f"{src['weight']} | {count(src['input_lines'])} | {count(src['kept_pairs'])} | "
+                f"{count(src['train_pairs'])} |")
+        add("")
+        credits = [k["credit"] for k in known if k and k.get("credit")]
+        if credits:
+            add(" ".join(credits))
+            add("")
     pairs = data["pairs"]
     add(f"`projmt prepare` kept {count(data['kept_pairs'])} of {count(data['input_lines'])} lines"
-        + (f" of `{data['corpus_file']}`" if data.get("corpus_file") else "")
-        + (f" (sha256 `{data['corpus_sha256']}`)" if data.get("corpus_sha256") else "")
-        + f" and split them into {count(pairs['train'])} training, {count(pairs['valid'])} validation and "
-        f"{count(pairs['test'])} test pairs (all translations of one English sentence in one split); "
+        + (f" of `{data['corpus_file']}`" if data.get("corpus_file") and len(sources) <= 1 else "")
+        + (f" (sha256 `{data['corpus_sha256']}`)" if data.get("corpus_sha256") and len(sources) <= 1 else "")
+        + f" and split them into {count(pairs['train'])} training pairs"
+        + (" (a pair counted once per unit of its source's weight)" if any(s["weight"] != 1 for s in sources)
+           else "")
+        + f", {count(pairs['valid'])} validation and {count(pairs['test'])} test pairs (from the primary "
+        "source only; all translations of one English sentence in one split); "
         f"joint {data['spm_model_type']} SentencePiece vocabulary of {count(data['vocab_size'])} pieces "
-        "trained on the training split.")
+        "trained on the training split."
+        + (" The sha256 of each input file is in the results file." if len(sources) > 1 else ""))
     add("")
 
     add("## Model and training")
@@ -146,7 +211,7 @@ def card(r):
     add("")
     add(f"| | fp32 | {w} |")
     add("|---|---|---|")
-    add(f"| test split BLEU ({count(test['fp32']['sentences'])} Tatoeba sentences) | "
+    add(f"| test split BLEU ({count(test['fp32']['sentences'])} sentences of {primary_name(data)}) | "
         + " | ".join(f2(test[k]["bleu"]) for k in kinds) + " |")
     add("| test split chrF | " + " | ".join(f2(test[k]["chrf"]) for k in kinds) + " |")
     add("| test split loss / token accuracy (teacher-forced) | "
@@ -182,6 +247,18 @@ def card(r):
                 f"{x['tokens_per_s']:,.0f} |")
     add("")
 
+    if r.get("samples"):
+        add("## The quick start's sentences")
+        add("")
+        add(f"The sentences of `scripts/quickstart.en` as `{shipped_name}` translates them (beam {beam}); "
+            "`bash scripts/quickstart.sh` ends with the same.")
+        add("")
+        add("| English | Spanish (this model) |")
+        add("|---|---|")
+        for x in r["samples"]:
+            add(f"| {x['en']} | {x['es']} |")
+        add("")
+
     add("## Reproduce")
     add("")
     add("From a checkout of the commit below, after `bash scripts/setup.sh --all` and the build:")
@@ -202,15 +279,24 @@ def card(r):
 
     add("## Limitations")
     add("")
-    add("- Tatoeba holds short everyday sentences (a median of about six words): the model is for that kind of "
-        "text. It has not seen news, technical or literary prose, long sentences or documents.")
+    source_files = {f for src in data_sources(data) for f in src["files"]}
+    kinds_of_text = ["short everyday sentences from Tatoeba (a median of about six words)" if "spa.txt" in source_files
+                     else f"the text of {source_names(data)}"]
+    if source_files & {"pydocs.en-es.tsv.gz", "lohelp.en-es.tsv.gz"}:
+        kinds_of_text.append("software documentation")
+    if "bible.en-es.tsv.gz" in source_files:
+        kinds_of_text.append("the Bible in archaic Spanish (it may answer in that register)")
+    add(f"- It learned from {', '.join(kinds_of_text[:-1]) + ' and ' if len(kinds_of_text) > 1 else ''}"
+        f"{kinds_of_text[-1]}: it is for short sentences of that kind. It has seen no news or literary prose, "
+        "and no documents.")
     if flores:
-        add(f"- Out of domain it is poor: FLORES-200 dev (Wikinews, Wikivoyage, Wikijunior) scores "
-            f"{f2(flores[w]['bleu'])} BLEU against {f2(test[w]['bleu'])} on the Tatoeba test split.")
+        add(f"- Out of domain it is weak: FLORES-200 dev (Wikinews, Wikivoyage, Wikijunior) scores "
+            f"{f2(flores[w]['bleu'])} BLEU against {f2(test[w]['bleu'])} on the test split of "
+            f"{primary_name(data)}.")
     add("- English→Spanish only; one sentence per line; input longer than the model's max_len tokens is cut.")
-    add("- Tatoeba's sentences and translations contain errors and reflect its contributors; the model "
-        "reproduces both, and a small model trained in a short budget makes its own mistakes. Do not use "
-        "its output where a mistranslation matters without a human check.")
+    add("- The training text contains errors and reflects its authors; the model reproduces both, and a "
+        "small model trained in a short budget makes its own mistakes. Do not use its output where a "
+        "mistranslation matters without a human check.")
     add("")
 
     add("## This folder")

@@ -47,14 +47,13 @@ step "5/6 plots"
 echo "curves: $run_dir/plots/*.png"
 
 step "6/6 translating a few sentences"
-sentences=("Hello, how are you?" "I would like a cup of coffee." "Where is the train station?"
-           "She reads a book every week." "We are going to the beach tomorrow.")
-printf '%s\n' "${sentences[@]}" | ./build/projmt translate --model "$run_dir/best.ckpt" --beam-size 4
+# scripts/quickstart.en: the sentences the shipped model's card also shows (train_release.sh).
+./build/projmt translate --model "$run_dir/best.ckpt" --beam-size 4 < scripts/quickstart.en
 # The model shipped in models/ (scripts/train_release.sh), when this checkout has it.
 shipped=models/en-es.int8.pmt
 if [ -f "$shipped" ]; then
   step "the same sentences with the shipped model ($shipped; its card: models/README.md)"
-  printf '%s\n' "${sentences[@]}" | ./build/projmt translate --model "$shipped" --beam-size 4
+  ./build/projmt translate --model "$shipped" --beam-size 4 < scripts/quickstart.en
 fi
 
 cat <<MSG

@@ -177,6 +177,41 @@ def machine():
     return {"cpu": cpu, "cores": os.cpu_count()}
 
 
+def source_paths(spec):
+    """The file(s) of a `projmt prepare --source` SPEC, parsed as prepare
+    does (src/data/prepare_sources.c): PATH[:OPTIONS] or EN+ES[:OPTIONS]; a
+    ':' followed later by '/' belongs to a folder name."""
+    colon = spec.rfind(":")
+    path = spec if colon < 0 or "/" in spec[colon:] else spec[:colon]
+    return path.split("+", 1) if "+" in path else [path]
+
+
+def source_facts(manifest):
+    """One entry per source of a multi-source prepare (manifest "sources",
+    in prepare's order: --corpus or --src-file/--tgt-file first when given,
+    then each --source): name, role, weight, file names with sha256 (when the
+    file is at hand), and pairs read, kept, trained on and dropped. Empty for
+    a manifest without a per-source table."""
+    cfg = manifest.get("config", {})
+    files = []
+    if cfg.get("corpus"):
+        files.append([cfg["corpus"]])
+    elif cfg.get("src_file"):
+        files.append([cfg["src_file"], cfg["tgt_file"]])
+    files += [source_paths(spec) for spec in cfg.get("sources") or []]
+    rows = manifest.get("sources") or []
+    if len(files) != len(rows):
+        files = [[] for _ in rows]
+    out = []
+    for paths, s in zip(files, rows):
+        out.append({"name": s["name"], "role": s["role"], "weight": s["weight"],
+                    "files": [os.path.basename(p) for p in paths],
+                    "sha256": [sha256(p) if os.path.isfile(p) else None for p in paths],
+                    "input_lines": s["input_lines"], "kept_pairs": s["kept_pairs"],
+                    "train_pairs": s["split_pairs"]["train"], "dropped": sum(s["dropped"].values())})
+    return out
+
+
 def data_facts(data_dir):
     manifest = read_json_line(os.path.join(data_dir, "manifest.json"))
     corpus = manifest.get("config", {}).get("corpus") or None
@@ -185,8 +220,18 @@ def data_facts(data_dir):
            "input_lines": manifest["input_lines"], "kept_pairs": manifest["kept_pairs"],
            "pairs": {s: manifest["splits"][s]["pairs"] for s in ("train", "valid", "test")},
            "train_tokens": manifest["splits"]["train"]["tokens"], "vocab_size": manifest["vocab"]["size"],
-           "spm_model_type": manifest["config"]["spm_model_type"]}
+           "spm_model_type": manifest["config"]["spm_model_type"], "sources": source_facts(manifest)}
     return out
+
+
+def samples(work):
+    """The quick start's sentences and the shipped file's translations
+    (RUN/release/samples.tsv, English TAB Spanish), or [] when not made."""
+    path = os.path.join(work, "samples.tsv")
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [dict(zip(("en", "es"), line.rstrip("\n").split("\t", 1))) for line in f if line.strip()]
 
 
 def trained_precision(run, configured):
@@ -265,6 +310,7 @@ def main():
                   "max_mb": a.max_mb},
         "eval": evals,
         "speed": {k: speed(work, k) for k in kinds},
+        "samples": samples(work),
     }
     tmp = a.output + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:

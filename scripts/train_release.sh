@@ -15,7 +15,8 @@
 #      shortlist from the training split for translate --shortlist K) and fp32
 #      (for the comparison), scores both (over the whole vocabulary) on the test split and FLORES-200 dev (BLEU and
 #      chrF, beam 4), measures their decoding speed (projmt bench --decode,
-#      greedy and beam 4);
+#      greedy and beam 4), and translates the quick start's sentences
+#      (scripts/quickstart.en) with the shipped file;
 #   4. writes NAME.results.json (scripts/release_results.py) and the model
 #      card README.md generated from it (scripts/model_card.py).
 #
@@ -293,6 +294,13 @@ for w in fp32 "$weights"; do
     grep '^BLEU\|^chrF' "$logs/eval-flores-$w.log" || true
   fi
 done
+
+# The quick start's sentences (scripts/quickstart.en), translated by the
+# shipped file: the card shows what a newcomer will read first.
+step "the quick start's sentences, translated by $out (beam $beam_size)"
+"$projmt" translate --model "$out" --beam-size "$beam_size" --threads "$threads" < scripts/quickstart.en \
+  > "$work/samples.es" 2> "$logs/samples.log" || die "projmt translate failed: $(tail -n 3 "$logs/samples.log")"
+paste scripts/quickstart.en "$work/samples.es" | tee "$work/samples.tsv"
 
 # Timings on a shared or busy machine vary from run to run: alternating
 # rounds of both files, each run's median quoted (scripts/release_results.py).

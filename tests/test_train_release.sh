@@ -69,7 +69,7 @@ expect_precision=fp32
 if cpu_has_bf16 "$projmt"; then expect_precision=bf16; fi
 export expect_precision
 # The JSON holds the numbers of the files it was made from.
-json_check=$(/usr/bin/python3 - "$run" "$out" <<'PY'
+json_check=$(repo="$here/.." /usr/bin/python3 - "$run" "$out" <<'PY'
 import csv, gzip, hashlib, json, os, sys
 run, out = sys.argv[1:]
 work = os.path.join(run, "release")
@@ -126,6 +126,15 @@ for w, path in (("int8", os.path.join(out, "en-es.int8.pmt")), ("fp32", os.path.
     expect(gzip.open(path).read(8) == b"PMTMODEL", f"{w} is an exported model file")
 expect(r["files"]["int8"]["bytes"] < r["files"]["fp32"]["bytes"], "int8 smaller than fp32")
 expect(r["data"]["pairs"] == {"train": 240, "valid": 20, "test": 20}, "data")
+src = r["data"]["sources"]
+expect(len(src) == 1 and src[0]["files"] == ["pairs.tsv"] and src[0]["role"] == "primary"
+       and src[0]["train_pairs"] == 240 and src[0]["weight"] == 1, f"sources {src}")
+expect(src[0]["sha256"] == [hashlib.sha256(open(os.path.join(os.path.dirname(run), "pairs.tsv"), "rb").read())
+                            .hexdigest()], "source sha256")
+quick = [x.rstrip("\n") for x in open(os.path.join(os.environ["repo"], "scripts", "quickstart.en"))]
+hyps = [x.rstrip("\n") for x in open(os.path.join(work, "samples.es"))]
+expect([x["en"] for x in r["samples"]] == quick and [x["es"] for x in r["samples"]] == hyps
+       and len(hyps) == len(quick) == 5, f"samples {r['samples']}")
 expect("--max-steps 12" in r["command"] and "--session-minutes" not in r["command"], "command")
 # a committed results file names no machine's absolute path (FLORES here is in $TMPDIR)
 def strings(x):
@@ -161,12 +170,36 @@ for w in ("fp32", "int8"):
 want(f"{r['training']['steps']:,} steps")
 want(f"{r['parameters']:,}")
 want(r["command"])
-want("CC-BY 2.0 FR"); want("derivative"); want("Tatoeba"); want("manythings.org")
+want("| pairs (primary: valid/test) | `pairs.tsv` | — | not recorded: check its terms | 1 |")
+for x in r["samples"]:
+    want(f"| {x['en']} | {x['es']} |")
 want("decay 0.999"); want("newest 5 numbered checkpoints"); want("training precision | " + os.environ["expect_precision"])
 print("ok" if not missing else "missing: " + "; ".join(missing))
 PY
 )
 check "card shows the JSON's numbers ($card_numbers)" [ "$card_numbers" = ok ]
+
+# A model trained on several known corpora credits each one with its licence.
+card_sources=$(/usr/bin/python3 - "$out/en-es.results.json" "$here/../scripts" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[2])
+import model_card
+r = json.load(open(sys.argv[1]))
+row = dict(r["data"]["sources"][0], role="extra", weight=1)
+r["data"]["sources"] = [dict(row, name="spa", role="primary", weight=3, files=["spa.txt"])] + [
+    dict(row, name=n, files=[f]) for n, f in (("pydocs", "pydocs.en-es.tsv.gz"), ("lohelp", "lohelp.en-es.tsv.gz"),
+                                               ("bible", "bible.en-es.tsv.gz"), ("mine", "mine.en+mine.es"))]
+r["data"]["sources"][-1]["files"] = ["mine.en", "mine.es"]
+card = model_card.card(r)
+missing = [t for t in ("CC-BY 2.0 FR", "derivative of the Tatoeba data", "manythings.org", "| spa (primary: valid/test) |",
+                       "| 3 |", "CC0", "MPL-2.0", "The Document Foundation", "public domain", "archaic Spanish",
+                       "| mine | `mine.en` + `mine.es` | — | not recorded", "spa, pydocs, lohelp, bible and mine",
+                       "counted once per unit of its source's weight", "test split of Tatoeba (spa.txt)")
+           if t not in card]
+print("ok" if not missing else "missing: " + "; ".join(missing))
+PY
+)
+check "a card of several corpora credits each with its licence ($card_sources)" [ "$card_sources" = ok ]
 
 printf 'I see the apple.\nTom wants the book.\n' | "$projmt" translate --model "$out/en-es.int8.pmt" \
   > "$tmp/translated.txt" 2> "$tmp/translate.err"
