@@ -41,7 +41,11 @@
 #   --precision P          passed to projmt train only when given (fp32|bf16)
 #   --threads N            threads of training and evaluation (0 = all cores)
 # Evaluation and output:
-#   --data-dir D           prepared data (data/spa-eng; prepared when missing)
+#   --data-dir D           prepared data (data/release-mix; prepared when missing)
+#   --corpora all|spa      what D is prepared from when missing: all (spa.txt,
+#                          weight 3, gives valid/test; the extra corpora of
+#                          scripts/get_extra_data.sh: pydocs without markup,
+#                          lohelp, bible) or spa (spa.txt alone)
 #   --flores DIR|PREFIX|none  FLORES-200 dev (default: $PROJMT_FLORES, then
 #                          $PROJMT_DATA_DIR/flores200-dev, data/flores200-dev,
 #                          ../shared/data/flores200-dev next to the repository)
@@ -66,22 +70,28 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 
-# The command, without the sitting limit (it does not change the result).
+# The command for the card, without what does not change the result: the
+# sitting limit and this machine's folders (run, output, build).
 command_line="bash scripts/train_release.sh"
-skip_next=0
+skip_next=0 past_options=0
 for a in "$@"; do
   if [ $skip_next -eq 1 ]; then skip_next=0; continue; fi
-  [ "$a" = --session-minutes ] && { skip_next=1; continue; }
+  if [ $past_options -eq 0 ]; then
+    case "$a" in
+      --session-minutes|--run|--out-dir|--build) skip_next=1; continue ;;
+      --) past_options=1 ;;
+    esac
+  fi
   command_line+=$(printf ' %q' "$a")
 done
 
 minutes=120 max_steps="" session_minutes="" fresh=0
 config=configs/base.ini attention=standard ema=0.999 keep_last=5 valid_every=500 valid_bleu_sentences=500
 precision=() threads=0
-data_dir=data/spa-eng flores=auto select_sentences=all beam_size=4 bench_sentences=1000 bench_threads=$(nproc) bench_rounds=3
+corpora=all data_dir=data/release-mix flores=auto select_sentences=all beam_size=4 bench_sentences=1000 bench_threads=$(nproc) bench_rounds=3
 run=models/release-run out_dir=models name=en-es weights=int8 max_mb=20 build=build
 extra=()
-usage() { sed -n '2,60p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) minutes=$2; shift 2 ;;
@@ -97,6 +107,7 @@ while [ $# -gt 0 ]; do
     --precision) precision=(--precision "$2"); shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --data-dir) data_dir=$2; shift 2 ;;
+    --corpora) corpora=$2; shift 2 ;;
     --flores) flores=$2; shift 2 ;;
     --select-sentences) select_sentences=$2; shift 2 ;;
     --beam-size) beam_size=$2; shift 2 ;;
@@ -129,6 +140,7 @@ done
 [ "$select_sentences" = all ] || is_count "$select_sentences" || bad_usage "--select-sentences takes a count or 'all'"
 is_number "$max_mb" || bad_usage "--max-mb takes a number of megabytes"
 [[ $name =~ ^[A-Za-z0-9._-]+$ ]] || bad_usage "--name '$name': use letters, digits, '.', '_' and '-'"
+case "$corpora" in all|spa) ;; *) bad_usage "--corpora must be all or spa (got '$corpora')" ;; esac
 case "$weights" in int8|bf16) ;; *) bad_usage "--weights must be int8 or bf16 (fp32 is exported for the comparison)" ;; esac
 [ -f "$config" ] || bad_usage "config '$config' not found"
 projmt=$build/projmt
@@ -166,7 +178,20 @@ if [ -f "$data_dir/manifest.json" ]; then
   echo "prepared: $data_dir"
 else
   corpus=$(bash scripts/get_data.sh | tail -n 1)
-  "$projmt" prepare --corpus "$corpus" --data-dir "$data_dir" 2>&1 | tee "$logs/prepare.log"
+  sources=(--corpus "$corpus")
+  if [ "$corpora" = all ]; then
+    extra_dir=$(bash scripts/get_extra_data.sh | tail -n 1)
+    sources=(--source "$corpus:primary,weight=3,name=spa")
+    for spec in pydocs.en-es.tsv.gz:markup=drop,name=pydocs lohelp.en-es.tsv.gz:name=lohelp \
+                bible.en-es.tsv.gz:en=2,es=3,name=bible; do
+      [ -f "$extra_dir/${spec%%:*}" ] || die "$extra_dir/${spec%%:*} not found: the release mix needs it" \
+        "(bash scripts/get_extra_data.sh --help; or --corpora spa)"
+      sources+=(--source "$extra_dir/$spec")
+    done
+  fi
+  # The config's [data] settings (split sizes, vocabulary) apply, as in projmt train.
+  "$projmt" prepare --config "$config" "${sources[@]}" --data-dir "$data_dir" 2>&1 | tee "$logs/prepare.log" ||
+    die "projmt prepare failed; see $logs/prepare.log"
 fi
 for f in train.tok valid.tok valid.en valid.es test.tok test.en test.es manifest.json; do
   [ -f "$data_dir/$f" ] || die "$data_dir/$f not found: prepare the data again (projmt prepare --data-dir $data_dir)"

@@ -136,6 +136,7 @@ hyps = [x.rstrip("\n") for x in open(os.path.join(work, "samples.es"))]
 expect([x["en"] for x in r["samples"]] == quick and [x["es"] for x in r["samples"]] == hyps
        and len(hyps) == len(quick) == 5, f"samples {r['samples']}")
 expect("--max-steps 12" in r["command"] and "--session-minutes" not in r["command"], "command")
+expect(all(f not in r["command"] for f in ("--run", "--out-dir", "--build")), "command names no local folder")
 # a committed results file names no machine's absolute path (FLORES here is in $TMPDIR)
 def strings(x):
     if isinstance(x, dict): return [s for v in x.values() for s in strings(v)]
@@ -262,6 +263,41 @@ else
 fi
 check "the finished run's recipe is recorded" [ -s "$run/logs/trained" ]
 check "without --precision, train gets no such flag" [ -z "$(grep -e '--precision' "$run/logs/trained")" ]
+
+# A data dir not prepared yet: --corpora all (the default) prepares spa.txt
+# (weight 3, valid/test) with the three extra corpora; spa prepares it alone.
+# The corpora here are made-up stand-ins found through the usual variables.
+extra=$tmp/extra
+mkdir -p "$extra"
+awk -F'\t' 'NR <= 40 { print $1 " one\t" $2 " uno" }' "$tmp/pairs.tsv" | gzip > "$extra/pydocs.en-es.tsv.gz"
+awk -F'\t' 'NR <= 40 { print $1 " two\t" $2 " dos" }' "$tmp/pairs.tsv" | gzip > "$extra/lohelp.en-es.tsv.gz"
+awk -F'\t' 'NR <= 40 { print "Gen 1:" NR "\t" $1 " three\t" $2 " tres" }' "$tmp/pairs.tsv" |
+  gzip > "$extra/bible.en-es.tsv.gz"
+(cat "$tmp/tiny.ini"; printf '[data]\nvalid_size = 20\ntest_size = 20\nvocab_size = 100\n') > "$tmp/tiny-data.ini"
+for corpora in all spa; do
+  PROJMT_CORPUS=$tmp/pairs.tsv PROJMT_EXTRA_DIR=$extra bash "$release" --config "$tmp/tiny-data.ini" --build "$build" \
+    --corpora $corpora --data-dir "$tmp/data-$corpora" --run "$tmp/run-$corpora" --session-minutes 0.0001 \
+    > "$tmp/corpora-$corpora.log" 2>&1
+  status=$?
+  check "--corpora $corpora prepares the data, then the sitting ends (status $status: $(last_lines "$tmp/corpora-$corpora.log"))" \
+    [ $status -eq 75 ]
+done
+sources=$(/usr/bin/python3 - "$tmp/data-all/manifest.json" "$tmp/data-spa/manifest.json" <<'PY'
+import json, sys
+def table(path): return [(s["name"], s["role"], s["weight"], s["kept_pairs"] > 0) for s in json.load(open(path))["sources"]]
+print(table(sys.argv[1]), len(table(sys.argv[2])))
+PY
+)
+check "...all: spa.txt weight 3 with pydocs, lohelp and bible; spa: one source ($sources)" [ "$sources" = \
+  "[('spa', 'primary', 3, True), ('pydocs', 'extra', 1, True), ('lohelp', 'extra', 1, True), ('bible', 'extra', 1, True)] 1" ]
+check "...the test split is the same either way" cmp -s "$tmp/data-all/test.es" "$tmp/data-spa/test.es"
+rm "$extra/bible.en-es.tsv.gz"
+PROJMT_CORPUS=$tmp/pairs.tsv PROJMT_EXTRA_DIR=$extra bash "$release" --config "$tmp/tiny-data.ini" --build "$build" \
+  --data-dir "$tmp/data-nobible" --run "$tmp/run-nobible" > "$tmp/corpora-nobible.log" 2>&1
+status=$?
+check "a missing extra corpus stops it (status $status)" [ $status -ne 0 ] && [ $status -ne 75 ]
+check "...naming the file" grep -q "bible.en-es.tsv.gz" "$tmp/corpora-nobible.log"
+check "...and preparing nothing" [ ! -e "$tmp/data-nobible/manifest.json" ]
 
 bash "$release" --weights fp16 > "$tmp/usage.log" 2>&1
 status=$?
