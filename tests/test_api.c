@@ -4,7 +4,8 @@
  * best first; the alignment's pieces and rows (each a distribution); an
  * empty line; option errors, a missing file and a damaged file reported
  * through projmt_last_error with the right status and nothing leaked (the
- * ASan pass runs this); a shortlist the model does not carry refused; several threads, each with its own translator,
+ * ASan pass runs this); the shipped file's shortlist used, and one a model
+ * does not carry refused; several threads, each with its own translator,
  * giving what one thread gives. SKIPs without the shipped model.
  */
 #include <math.h>
@@ -76,17 +77,34 @@ static void test_errors(projmt_translator *t) {
     const projmt_load_options wrong = {"fp16", 0, 0};
     CHECK(projmt_translator_new(model_path, &wrong) == NULL && strstr(projmt_last_error(), "fp16") != NULL);
 
-    /* The shipped file carries no vocabulary shortlist: asking for one is
-     * refused, and the translator goes on as before; 0 is always fine.
-     * (A model with one: tests/test_shortlist_cli.sh.) */
-    CHECK(projmt_translator_set_shortlist(t, 50) == PROJMT_ERROR_ARGUMENT);
-    CHECK_MSG(strstr(projmt_last_error(), "no vocabulary shortlist") != NULL, "%s", projmt_last_error());
+    /* The shipped file carries a vocabulary shortlist (train_release.sh
+     * exports one): with K = 50 candidates per source piece the translation
+     * stays; K < 0 is refused; 0 (the whole vocabulary) is always fine. */
+    CHECK_MSG(projmt_translator_set_shortlist(t, 50) == PROJMT_OK, "%s", projmt_last_error());
+    CHECK(projmt_translate_batch(t, SENTENCES, 1, NULL, &res) == PROJMT_OK && res &&
+          !strcmp(res[0].hypotheses[0], "¿Dónde está la estación?"));
+    projmt_results_free(res, 1);
     CHECK(projmt_translator_set_shortlist(t, -1) == PROJMT_ERROR_ARGUMENT);
     CHECK(projmt_translator_set_shortlist(NULL, 0) == PROJMT_ERROR_ARGUMENT);
     CHECK(projmt_translator_set_shortlist(t, 0) == PROJMT_OK);
     CHECK(projmt_translate_batch(t, SENTENCES, 1, NULL, &res) == PROJMT_OK && res &&
           !strcmp(res[0].hypotheses[0], "¿Dónde está la estación?"));
     projmt_results_free(res, 1);
+
+    /* A model without a shortlist (a checkpoint made here) refuses K > 0,
+     * naming why, and goes on translating; 0 is fine. */
+    char plain_path[1100];
+    snprintf(plain_path, sizeof plain_path, "%s/no-shortlist.ckpt", dir);
+    CHECK(test_made_up_model(model_path, plain_path) == 0);
+    projmt_translator *plain = projmt_translator_new(plain_path, NULL);
+    CHECK_MSG(plain != NULL, "%s", projmt_last_error());
+    if (!plain) return;
+    CHECK(projmt_translator_set_shortlist(plain, 50) == PROJMT_ERROR_ARGUMENT);
+    CHECK_MSG(strstr(projmt_last_error(), "no vocabulary shortlist") != NULL, "%s", projmt_last_error());
+    CHECK(projmt_translator_set_shortlist(plain, 0) == PROJMT_OK);
+    CHECK(projmt_translate_batch(plain, SENTENCES, 1, NULL, &res) == PROJMT_OK && res && res[0].n_hypotheses == 1);
+    projmt_results_free(res, 1);
+    projmt_translator_free(plain);
 }
 
 /* Each thread its own translator, the same lines: what one thread got. */

@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/checkpoint.h"
 #include "projmt.h"
 #include "testutil.h"
 
@@ -63,39 +62,6 @@ static const projmt_translate_options OPTIONS[OPTION_SETS] = {
     {.beam_size = 1, .num_hypotheses = 1, .return_scores = 1, .length_penalty = 1.0},
     {.beam_size = 4, .num_hypotheses = 2, .return_scores = 1, .return_alignment = 1, .length_penalty = 1.0},
 };
-
-/* A random fp32 model of another size over the shipped model's
- * SentencePiece model: other width and head size (so other scratch sizes),
- * and a longer max_len (so its scratch is larger than the shipped model's). */
-static int make_other_model(const char *shipped, const char *path) {
-    char err[768];
-    pmt_checkpoint ck;
-    if (pmt_checkpoint_load(&ck, shipped, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    pmt_config cfg = ck.cfg;
-    cfg.d_model = 96;
-    cfg.n_heads = 3;
-    cfg.d_ff = 192;
-    cfg.enc_layers = 2;
-    cfg.dec_layers = 2;
-    cfg.max_len = 160;
-    cfg.site_kind[PMT_SITE_DEC_CROSS] = PMT_ATTN_PROJECTION;
-    /* fp32 whatever the shipped model was trained in: a bf16 training
-     * config needs avx512_bf16, absent under the ISA matrix's caps. */
-    cfg.precision = PMT_PRECISION_FP32;
-    pmt_model m;
-    int rc = -1;
-    if (pmt_model_init(&m, &cfg, ck.vocab_size, 256, cfg.max_len, err, sizeof err) == 0) {
-        pmt_model_init_params(&m, 4321);
-        rc = pmt_checkpoint_save(path, &m, ck.spm, ck.spm_size, NULL, NULL, NULL, err, sizeof err);
-        pmt_model_free(&m);
-    }
-    if (rc != 0) fprintf(stderr, "%s\n", err);
-    pmt_checkpoint_free(&ck);
-    return rc;
-}
 
 /* One translator's outputs of one option set, flattened: every hypothesis
  * (NUL-separated), score and alignment weight in order. */
@@ -173,7 +139,7 @@ int main(void) {
     if (!f) test_skip("no shipped model (models/en-es.int8.pmt)");
     fclose(f);
     snprintf(other, sizeof other, "%s/other.ckpt", test_tmpdir("api_threads"));
-    if (make_other_model(shipped, other) != 0) {
+    if (test_made_up_model(shipped, other) != 0) {
         CHECK_MSG(0, "could not make the second model");
         return test_finish();
     }

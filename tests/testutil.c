@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include "data/spm.h"
+#include "model/checkpoint.h"
 #include "model/model.h"
 
 #include <stdlib.h>
@@ -126,4 +127,34 @@ void test_unfuse_qkv(const pmt_model *m, const float *fused, float *legacy) {
             dst += C * C + C;
         }
     }
+}
+
+int test_made_up_model(const char *from, const char *path) {
+    char err[768];
+    pmt_checkpoint ck;
+    if (pmt_checkpoint_load(&ck, from, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    pmt_config cfg = ck.cfg;
+    cfg.d_model = 96;
+    cfg.n_heads = 3;
+    cfg.d_ff = 192;
+    cfg.enc_layers = 2;
+    cfg.dec_layers = 2;
+    cfg.max_len = 160;
+    cfg.site_kind[PMT_SITE_DEC_CROSS] = PMT_ATTN_PROJECTION;
+    /* fp32 whatever the shipped model was trained in: a bf16 training
+     * config needs avx512_bf16, absent under the ISA matrix's caps. */
+    cfg.precision = PMT_PRECISION_FP32;
+    pmt_model m;
+    int rc = -1;
+    if (pmt_model_init(&m, &cfg, ck.vocab_size, 256, cfg.max_len, err, sizeof err) == 0) {
+        pmt_model_init_params(&m, 4321);
+        rc = pmt_checkpoint_save(path, &m, ck.spm, ck.spm_size, NULL, NULL, NULL, err, sizeof err);
+        pmt_model_free(&m);
+    }
+    if (rc != 0) fprintf(stderr, "%s\n", err);
+    pmt_checkpoint_free(&ck);
+    return rc;
 }

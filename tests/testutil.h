@@ -34,6 +34,12 @@ const char *test_spa_corpus(void);
 int test_train_spm(const char *text_path, const char *prefix, int vocab_size);
 /* Writes a string to a file; returns 0 on success. */
 int test_write_file(const char *path, const char *text);
+/* Saves to path a random fp32 checkpoint over the SentencePiece model of
+ * `from` (a checkpoint or exported file): another width and head size than
+ * the shipped model (other scratch sizes), a longer max_len (larger scratch),
+ * projection cross-attention, no vocabulary shortlist. 0, or -1 with the
+ * reason printed. */
+int test_made_up_model(const char *from, const char *path);
 
 /* The layout of builds before the fused Q/K/V projection, spelled out here
  * independently of model.c's converter: every <site>.wqkv [3C, C], .bqkv
