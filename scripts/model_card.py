@@ -95,7 +95,7 @@ def data_sources(data):
 def source_names(data):
     names = [src["name"] for src in data_sources(data)]
     if not names:
-        return f"`{data['corpus_file']}`" if data.get("corpus_file") else "one corpus"
+        return "one corpus"
     return ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
 
 
@@ -135,7 +135,9 @@ def card(r):
     add("## Training data and credit")
     add("")
     sources = data_sources(data)
-    known = [KNOWN_SOURCES.get(f) for src in sources for f in src["files"][:1]]
+    # Known by the first file's name; a row without file names (its specs
+    # could not be matched to the manifest) is unknown, not skipped.
+    known = [KNOWN_SOURCES.get(src["files"][0]) if src["files"] else None for src in sources]
     if sources:
         add("| source | file | text | licence | weight | lines read | pairs kept | training pairs |")
         add("|---|---|---|---|---|---|---|---|")
