@@ -5,6 +5,7 @@
  * copy of the parameters an update can write in the same pass.
  */
 #include <math.h>
+#include <stdio.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,13 +81,60 @@ static void test_decay_skips_vectors(void) {
     pmt_optim_free(&o);
 }
 
+/* The schedule a config gives, after pmt_config_validate accepted it. */
+static pmt_lr_schedule schedule_of(const char *kind, int warmup, int decay_steps, int max_steps, double min_lr) {
+    pmt_config cfg;
+    pmt_config_defaults(&cfg);
+    snprintf(cfg.lr_schedule, sizeof cfg.lr_schedule, "%s", kind);
+    cfg.lr = 1e-3, cfg.warmup = warmup, cfg.decay_steps = decay_steps, cfg.max_steps = max_steps;
+    cfg.min_lr = min_lr;
+    char err[256];
+    CHECK(pmt_config_validate(&cfg, err, sizeof err) == 0);
+    return pmt_lr_schedule_of(&cfg);
+}
+
+static int refused(const char *kind, int warmup, int decay_steps, int max_steps, double min_lr, const char *says) {
+    pmt_config cfg;
+    pmt_config_defaults(&cfg);
+    snprintf(cfg.lr_schedule, sizeof cfg.lr_schedule, "%s", kind);
+    cfg.lr = 1e-3, cfg.warmup = warmup, cfg.decay_steps = decay_steps, cfg.max_steps = max_steps;
+    cfg.min_lr = min_lr;
+    char err[256] = "";
+    return pmt_config_validate(&cfg, err, sizeof err) != 0 && strstr(err, says) != NULL;
+}
+
 static void test_schedule(void) {
-    CHECK_NEAR(pmt_lr_at(1e-3, 100, 1), 1e-5, 1e-18);
-    CHECK_NEAR(pmt_lr_at(1e-3, 100, 50), 5e-4, 1e-18);
-    CHECK_NEAR(pmt_lr_at(1e-3, 100, 100), 1e-3, 1e-18);
-    CHECK_NEAR(pmt_lr_at(1e-3, 100, 400), 5e-4, 1e-18);
-    CHECK_NEAR(pmt_lr_at(1e-3, 100, 10000), 1e-4, 1e-18);
-    CHECK_NEAR(pmt_lr_at(1e-3, 0, 7), 1e-3, 0);
+    pmt_lr_schedule s = schedule_of("inverse-sqrt", 100, 0, 0, 0);
+    CHECK_NEAR(pmt_lr_at(&s, 1), 1e-5, 1e-18);
+    CHECK_NEAR(pmt_lr_at(&s, 50), 5e-4, 1e-18);
+    CHECK_NEAR(pmt_lr_at(&s, 100), 1e-3, 1e-18);
+    CHECK_NEAR(pmt_lr_at(&s, 400), 5e-4, 1e-18);
+    CHECK_NEAR(pmt_lr_at(&s, 10000), 1e-4, 1e-18);
+    s = schedule_of("inverse-sqrt", 0, 0, 0, 0);
+    CHECK_NEAR(pmt_lr_at(&s, 7), 1e-3, 0);
+
+    /* Cosine over steps 100..1100 (decay_steps): the peak, half-way, the floor, then the floor. */
+    s = schedule_of("cosine", 100, 1100, 5000, 1e-4);
+    CHECK_NEAR(pmt_lr_at(&s, 50), 5e-4, 1e-18);
+    CHECK_NEAR(pmt_lr_at(&s, 100), 1e-3, 1e-18);
+    CHECK_NEAR(pmt_lr_at(&s, 350), 1e-4 + 9e-4 * (1 + cos(3.14159265358979323846 / 4)) / 2, 1e-15);
+    CHECK_NEAR(pmt_lr_at(&s, 600), 5.5e-4, 1e-15);
+    CHECK_NEAR(pmt_lr_at(&s, 1100), 1e-4, 1e-15);
+    CHECK_NEAR(pmt_lr_at(&s, 4000), 1e-4, 1e-15);
+    /* Falls monotonically. */
+    for (int64_t t = 101; t <= 1100; t++) CHECK(pmt_lr_at(&s, t) <= pmt_lr_at(&s, t - 1));
+    /* Linear, ending at max_steps when decay_steps is 0, no warm-up. */
+    s = schedule_of("linear", 0, 0, 1000, 0);
+    CHECK_NEAR(pmt_lr_at(&s, 1), 1e-3 * 999.0 / 1000.0, 1e-15);
+    CHECK_NEAR(pmt_lr_at(&s, 250), 7.5e-4, 1e-15);
+    CHECK_NEAR(pmt_lr_at(&s, 1000), 0, 1e-18);
+    CHECK_NEAR(pmt_lr_at(&s, 1200), 0, 1e-18);
+
+    /* What validation refuses, naming the key. */
+    CHECK(refused("cosine", 100, 0, 0, 0, "give decay_steps, max_steps or minutes"));
+    CHECK(refused("linear", 1000, 800, 0, 0, "must be larger than warmup"));
+    CHECK(refused("step", 100, 0, 0, 0, "lr_schedule must be"));
+    CHECK(refused("cosine", 100, 1000, 0, 2e-3, "min_lr must be"));
 }
 
 static void test_clipping(void) {

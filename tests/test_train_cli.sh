@@ -18,7 +18,7 @@ trap '[ -n "$bg" ] && kill "$bg" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 "$projmt" train --help > "$tmp/help" 2>&1
 check "--help exits 0" [ $? -eq 0 ]
-for flag in --batch-tokens --lr --warmup --accum --clip-norm --save-dir --data-dir --encoder-self --fresh; do
+for flag in --batch-tokens --lr --warmup --lr-schedule --decay-steps --min-lr --accum --clip-norm --save-dir --data-dir --encoder-self --fresh; do
   check "--help lists $flag" grep -q -- "$flag" "$tmp/help"
 done
 "$projmt" train --dump-config --d-model 64 --attention projection > "$tmp/dump" 2>&1
@@ -72,6 +72,43 @@ check "SIGINT saves last.ckpt" [ -s "$tmp/int/last.ckpt" ]
 check "SIGINT says how to resume" grep -q "stopped at step .*run the same command to resume" "$tmp/int.log"
 "$projmt" train "${common[@]}" --save-dir "$tmp/int" --max-steps 2000000000 --epochs 0 --minutes 0.001 > "$tmp/int2.log" 2>&1
 check "run after SIGINT resumes" grep -q "resuming from $tmp/int/last.ckpt" "$tmp/int2.log"
+
+# A cosine schedule over a known budget: warm-up to the peak at step 2, then
+# down to --min-lr at --max-steps (the lr column of train.tsv, steps 2..8).
+"$projmt" train "${common[@]}" --save-dir "$tmp/cosine" --lr 1e-3 --warmup 2 --lr-schedule cosine \
+  --min-lr 1e-4 --max-steps 8 --valid-every 0 > "$tmp/cosine.log" 2>&1
+status=$?
+check "cosine run exits 0 (got $status: $(tail -1 "$tmp/cosine.log"))" [ $status -eq 0 ]
+lrs=$(awk -F'\t' '$1 == "train" { printf "%s ", $7 }' "$tmp/cosine/train.tsv")
+check "cosine lr at steps 2 4 6 8 is 1e-3 7.75e-4 3.25e-4 1e-4 (got $lrs)" \
+  awk -v l="$lrs" 'BEGIN { n = split(l, a, " "); split("1e-3 7.75e-4 3.25e-4 1e-4", w, " ");
+    if (n != 4) exit 1; for (i = 1; i <= 4; i++) if (a[i] - w[i] > 1e-9 || w[i] - a[i] > 1e-9) exit 1 }'
+"$projmt" train "${common[@]}" --save-dir "$tmp/x" --lr-schedule cosine --max-steps 0 > "$tmp/nosteps.log" 2>&1
+status=$?
+check "cosine without a budget exits 2, a usage error (got $status)" [ $status -eq 2 ]
+check "cosine without a budget says what to give" grep -q "give decay_steps, max_steps or minutes" "$tmp/nosteps.log"
+
+# Over a time limit: the end of the decay is estimated at the end of warm-up,
+# the lr falls to 0 there and the run stops; run again, it keeps the estimate.
+"$projmt" train "${common[@]}" --save-dir "$tmp/timed" --lr 1e-3 --warmup 20 --lr-schedule linear \
+  --max-steps 0 --epochs 0 --minutes 0.05 --valid-every 0 > "$tmp/timed.log" 2>&1
+status=$?
+check "time-limited linear run exits 0 (got $status: $(tail -1 "$tmp/timed.log"))" [ $status -eq 0 ]
+end=$(sed -n 's/.*lr schedule: linear decay to step \([0-9]*\), where the 0.05-minute time limit.*/\1/p' "$tmp/timed.log")
+check "the decay's end is estimated once, after warm-up ($(grep 'lr schedule' "$tmp/timed.log"))" \
+  [ -n "$end" ] && [ "$end" -gt 20 ]
+last=$(awk -F'\t' '$1 == "train" { s = $2; l = $7 } END { print s, l }' "$tmp/timed/train.tsv")
+check "the run ends where the decay ends or at the time limit (last row: $last; end $end)" \
+  grep -qE "done: (the lr schedule's end reached|time limit reached)" "$tmp/timed.log"
+check "the lr falls after warm-up (rows: $(awk -F'\t' '$1 == "train" && ($2 == 20 || $2 == 40) { printf "%s ", $7 }' "$tmp/timed/train.tsv"))" \
+  awk -F'\t' '$1 == "train" && $2 == 20 { a = $7 } $1 == "train" && $2 == 40 { b = $7 } END { exit !(a == 1e-3 && b < a) }' "$tmp/timed/train.tsv"
+"$projmt" train "${common[@]}" --save-dir "$tmp/timed" --lr 1e-3 --warmup 20 --lr-schedule linear \
+  --max-steps 0 --epochs 0 --minutes 0.1 --valid-every 0 > "$tmp/timed2.log" 2>&1
+check "a resumed run keeps the estimate ($(grep 'lr schedule' "$tmp/timed2.log"))" \
+  grep -q "lr schedule: linear decay to step $end, as estimated from the time limit when the run started" "$tmp/timed2.log"
+"$projmt" train "${common[@]}" --save-dir "$tmp/x" --lr-schedule cosine --warmup 0 --max-steps 0 --minutes 1 \
+  > "$tmp/nowarmup.log" 2>&1
+check "cosine over a time limit without warm-up is refused" grep -q "needs warmup > 0" "$tmp/nowarmup.log"
 
 # Failures name the file and say what to do.
 "$projmt" train "${common[@]}" --data-dir "$tmp/nodata" --save-dir "$tmp/x" > "$tmp/nodata.log" 2>&1

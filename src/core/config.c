@@ -93,7 +93,14 @@ static const field fields[] = {
     F("batch_tokens", T_INT, batch_tokens, "4096", "train", "source+target tokens (with padding) per batch"),
     F("accum", T_INT, accum, "1", "train", "gradient accumulation steps"),
     F("lr", T_DOUBLE, lr, "7e-4", "train", "peak learning rate"),
-    F("warmup", T_INT, warmup, "1000", "train", "linear warm-up steps, then inverse square root decay"),
+    F("warmup", T_INT, warmup, "1000", "train", "linear warm-up steps to the peak lr, then lr_schedule's decay"),
+    F("lr_schedule", T_STRING, lr_schedule, "inverse-sqrt", "train",
+      "decay after warm-up: inverse-sqrt (lr * sqrt(warmup / step), open-ended) | cosine | linear (from lr down "
+      "to min_lr at decay_steps, then min_lr; for a known budget)"),
+    F("decay_steps", T_INT, decay_steps, "0", "train",
+      "cosine and linear: the step at which lr reaches min_lr (0 = max_steps; with neither, the step the minutes "
+      "budget is expected to reach, estimated from the pace of warm-up, and the run ends there)"),
+    F("min_lr", T_DOUBLE, min_lr, "0", "train", "cosine and linear: the lr at and after decay_steps"),
     F("beta1", T_DOUBLE, beta1, "0.9", "train", "Adam beta1"),
     F("beta2", T_DOUBLE, beta2, "0.98", "train", "Adam beta2"),
     F("adam_eps", T_DOUBLE, adam_eps, "1e-9", "train", "Adam epsilon"),
@@ -538,6 +545,15 @@ int pmt_config_load_stored(pmt_config *cfg, const char *text, char *ignored, siz
     return load_string(cfg, text, ignored, ignored_len, err, errlen);
 }
 
+int pmt_lr_schedule_kind(const char *name) {
+    if (!strcmp(name, "inverse-sqrt")) return PMT_LR_INVERSE_SQRT;
+    if (!strcmp(name, "cosine")) return PMT_LR_COSINE;
+    if (!strcmp(name, "linear")) return PMT_LR_LINEAR;
+    return -1;
+}
+
+int pmt_config_decay_end(const pmt_config *cfg) { return cfg->decay_steps > 0 ? cfg->decay_steps : cfg->max_steps; }
+
 int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen) {
 #define REQUIRE(cond, ...) do { if (!(cond)) { snprintf(err, errlen, __VA_ARGS__); return -1; } } while (0)
     REQUIRE(cfg->data_dir[0], "data_dir is empty: give the folder `projmt prepare` wrote");
@@ -560,6 +576,22 @@ int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen) {
     REQUIRE(cfg->ema >= 0 && cfg->ema < 1, "ema must be in [0, 1) (got %g; 0 = off)", cfg->ema);
     REQUIRE(cfg->keep_last >= 0, "keep_last must be >= 0 (got %d)", cfg->keep_last);
     REQUIRE(cfg->lr > 0, "lr must be positive");
+    REQUIRE(cfg->warmup >= 0, "warmup must be >= 0 (got %d)", cfg->warmup);
+    REQUIRE(pmt_lr_schedule_kind(cfg->lr_schedule) >= 0,
+            "lr_schedule must be inverse-sqrt, cosine or linear (got '%s')", cfg->lr_schedule);
+    REQUIRE(cfg->min_lr >= 0 && cfg->min_lr <= cfg->lr, "min_lr must be in [0, lr (%g)] (got %g)", cfg->lr,
+            cfg->min_lr);
+    REQUIRE(cfg->decay_steps >= 0, "decay_steps must be >= 0 (got %d)", cfg->decay_steps);
+    if (pmt_lr_schedule_kind(cfg->lr_schedule) != PMT_LR_INVERSE_SQRT) {
+        const int end = pmt_config_decay_end(cfg);
+        REQUIRE(end > 0 || cfg->minutes > 0,
+                "lr_schedule %s decays over a known budget: give decay_steps, max_steps or minutes", cfg->lr_schedule);
+        REQUIRE(end > 0 || cfg->warmup > 0,
+                "lr_schedule %s over a time limit needs warmup > 0: warm-up's pace estimates the step it ends at",
+                cfg->lr_schedule);
+        REQUIRE(end == 0 || end > cfg->warmup, "lr_schedule %s: decay_steps (%d) must be larger than warmup (%d)",
+                cfg->lr_schedule, end, cfg->warmup);
+    }
     REQUIRE(cfg->vocab_size >= 16, "vocab_size must be at least 16");
     REQUIRE(cfg->valid_size >= 0 && cfg->test_size >= 0, "valid_size and test_size must be >= 0");
     REQUIRE(cfg->beam_size >= 1, "beam_size must be >= 1");

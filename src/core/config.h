@@ -106,6 +106,9 @@ typedef struct pmt_config {
     int accum;                      /* gradient accumulation steps */
     double lr, beta1, beta2, adam_eps, clip_norm, weight_decay;
     int warmup;
+    char lr_schedule[16];           /* inverse-sqrt | cosine | linear (pmt_lr_schedule_kind) */
+    int decay_steps;                /* cosine/linear: lr reaches min_lr here (0 = max_steps) */
+    double min_lr;
     int epochs, max_steps;
     double minutes;
     int log_every, valid_every;
@@ -168,6 +171,12 @@ void pmt_config_dump(const pmt_config *cfg, FILE *out);
 char *pmt_config_to_string(const pmt_config *cfg);
 /* Prints the keys (as --flags) whose group is one of groups ("data,model,...") with help text. */
 void pmt_config_print_help(FILE *out, const char *groups);
+/* The learning-rate decays after warm-up (the lr_schedule key's names). */
+enum { PMT_LR_INVERSE_SQRT = 0, PMT_LR_COSINE = 1, PMT_LR_LINEAR = 2 };
+/* PMT_LR_* of a lr_schedule name, or -1 if it is none of them. */
+int pmt_lr_schedule_kind(const char *name);
+/* The step where a cosine or linear decay ends: decay_steps, else max_steps (0: neither given). */
+int pmt_config_decay_end(const pmt_config *cfg);
 /* Checks ranges (heads divide d_model, ...); 0 or -1 with err. */
 int pmt_config_validate(const pmt_config *cfg, char *err, size_t errlen);
 

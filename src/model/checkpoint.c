@@ -33,7 +33,7 @@ static const struct { const char *name; size_t offset; } state_fields[] = {
     S(step), S(epoch), S(batch), S(seed), S(has_best), S(best_metric), S(stale_validations),
     S(elapsed_seconds), S(tokens_seen), S(win_loss_sum), S(win_nll_sum), S(win_grad_norm_sum),
     S(win_tokens), S(win_correct), S(win_steps), S(win_all_tokens), S(win_seconds),
-    S(train_pairs), S(train_checksum),
+    S(train_pairs), S(train_checksum), S(decay_end),
 };
 #undef S
 enum { N_STATE_FIELDS = sizeof state_fields / sizeof state_fields[0] };

@@ -75,6 +75,10 @@ typedef struct pmt_train_state {
      * pair count and stored crc32); 0 when unknown (a version-1 file). */
     int64_t train_pairs;
     uint64_t train_checksum;
+    /* A cosine or linear decay over a minutes budget: the step its end was
+     * estimated at (train.c, at the end of warm-up), kept so a resumed run
+     * follows the same schedule; 0 when not estimated. */
+    int64_t decay_end;
 } pmt_train_state;
 
 /* Adam's state as plain arrays, so that this layer needs no optimizer type

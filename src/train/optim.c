@@ -24,13 +24,12 @@ int pmt_optim_init(pmt_optim *o, const pmt_config *cfg, const pmt_tensor *tensor
                    size_t n_params, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     o->n = n_params;
-    o->lr = cfg->lr;
+    o->schedule = pmt_lr_schedule_of(cfg);
     o->beta1 = cfg->beta1;
     o->beta2 = cfg->beta2;
     o->eps = cfg->adam_eps;
     o->weight_decay = cfg->weight_decay;
     o->clip_norm = cfg->clip_norm;
-    o->warmup = cfg->warmup;
     o->max_bad_steps = cfg->max_bad_steps;
     o->m = calloc(n_params ? n_params : 1, sizeof(float));
     o->v = calloc(n_params ? n_params : 1, sizeof(float));
@@ -53,11 +52,23 @@ void pmt_optim_free(pmt_optim *o) {
     memset(o, 0, sizeof *o);
 }
 
-double pmt_lr_at(double lr, int warmup, int64_t step) {
-    if (warmup <= 0) return lr;
-    double s = step < 1 ? 1.0 : (double)step, w = (double)warmup;
-    double up = s / w, down = sqrt(w / s);
-    return lr * (up < down ? up : down);
+pmt_lr_schedule pmt_lr_schedule_of(const pmt_config *cfg) {
+    pmt_lr_schedule s = {pmt_lr_schedule_kind(cfg->lr_schedule), cfg->lr, cfg->min_lr, cfg->warmup,
+                         pmt_config_decay_end(cfg)};
+    if (s.kind < 0) s.kind = PMT_LR_INVERSE_SQRT;
+    return s;
+}
+
+double pmt_lr_at(const pmt_lr_schedule *sc, int64_t step) {
+    const double s = step < 1 ? 1.0 : (double)step, w = (double)sc->warmup;
+    if (sc->warmup > 0 && s <= w) return sc->lr * s / w;
+    if (sc->kind == PMT_LR_INVERSE_SQRT) return sc->warmup > 0 ? sc->lr * sqrt(w / s) : sc->lr;
+    if (sc->decay_end <= 0) return sc->lr;
+    const double span = (double)sc->decay_end - w;
+    double p = span > 0 ? (s - w) / span : 1.0;
+    if (p > 1) p = 1;
+    const double left = sc->kind == PMT_LR_COSINE ? 0.5 * (1.0 + cos(3.14159265358979323846 * p)) : 1.0 - p;
+    return sc->min_lr + (sc->lr - sc->min_lr) * left;
 }
 
 double pmt_grad_norm(const float *g, size_t n) {
@@ -133,7 +144,7 @@ void pmt_optim_keep_bf16_copy(pmt_optim *o, uint16_t *params16) { o->params16 = 
 pmt_step_status pmt_optim_step(pmt_optim *o, float *params, const float *grads, double loss,
                                int64_t step, double *grad_norm, double *lr_used) {
     double norm = pmt_grad_norm(grads, o->n);
-    double lr = pmt_lr_at(o->lr, o->warmup, step);
+    double lr = pmt_lr_at(&o->schedule, step);
     if (grad_norm) *grad_norm = norm;
     if (lr_used) *lr_used = lr;
     if (!isfinite(loss) || !isfinite(norm)) {

@@ -25,12 +25,25 @@
 #include "model/checkpoint.h"
 #include "model/model.h"
 
+/* The learning rate as a function of the step (a copy of the config's keys). */
+typedef struct pmt_lr_schedule {
+    int kind;                    /* PMT_LR_* */
+    double lr, min_lr;           /* peak (after warm-up) and floor (cosine/linear, at decay_end) */
+    int warmup;                  /* linear warm-up steps (0: start at the peak) */
+    int64_t decay_end;           /* cosine/linear: the step where lr reaches min_lr; 0 = not known yet
+                                    (a minutes budget before its estimate): the peak after warm-up */
+} pmt_lr_schedule;
+
+/* The schedule of a validated config (lr, warmup, lr_schedule, decay_steps or max_steps, min_lr). */
+pmt_lr_schedule pmt_lr_schedule_of(const pmt_config *cfg);
+
 typedef struct pmt_optim {
     size_t n;
     float *m, *v;                /* [n] first and second moments */
     uint8_t *decay;              /* [n] 1 where weight decay applies; NULL if weight_decay == 0 */
-    double lr, beta1, beta2, eps, weight_decay, clip_norm;
-    int warmup, max_bad_steps;   /* give up at this many consecutive skips (0: at the first) */
+    pmt_lr_schedule schedule;
+    double beta1, beta2, eps, weight_decay, clip_norm;
+    int max_bad_steps;           /* give up at this many consecutive skips (0: at the first) */
     int64_t t;                   /* updates applied (Adam's bias-correction step) */
     int bad_steps;               /* consecutive skipped (NaN/Inf) steps */
     int64_t skipped;             /* skipped steps in total */
@@ -56,9 +69,13 @@ void pmt_optim_free(pmt_optim *o);
  * params16, pmt_model_params16_written). params16 is borrowed ([n]). */
 void pmt_optim_keep_bf16_copy(pmt_optim *o, uint16_t *params16);
 
-/* Learning rate at 1-based step: lr * min(step / warmup, sqrt(warmup / step));
- * warmup = 0 means a constant lr. */
-double pmt_lr_at(double lr, int warmup, int64_t step);
+/* Learning rate at 1-based step. Warm-up: lr * step / warmup for step <=
+ * warmup. Then, with p = (step - warmup) / (decay_end - warmup) capped at 1:
+ *   inverse-sqrt  lr * sqrt(warmup / step)   (warmup = 0: a constant lr)
+ *   cosine        min_lr + (lr - min_lr) * (1 + cos(pi p)) / 2
+ *   linear        min_lr + (lr - min_lr) * (1 - p)
+ * (cosine and linear hold the peak while decay_end is 0, not known yet). */
+double pmt_lr_at(const pmt_lr_schedule *s, int64_t step);
 /* Euclidean norm of g[0..n), accumulated in double, thread-count independent. */
 double pmt_grad_norm(const float *g, size_t n);
 /* Factor that brings a gradient of this norm to clip_norm (1 if within, or clip off). */

@@ -7,6 +7,7 @@
 #include "train/train.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -60,6 +61,9 @@ typedef struct trainer {
     double session_step_seconds;
     int64_t last_saved_step, last_valid_step;
     int patience_exhausted;
+    int decay_by_time;                      /* cosine/linear over the minutes budget: st.decay_end estimated */
+    double pace_start;                      /* clock at the end of this session's first step (0: not yet) */
+    int64_t pace_first_step;                /* st.step then */
     pmt_stop_signals signals;   /* handlers and masks to put back (handle_signals) */
     double last_loss, last_accuracy;        /* latest train row, for the live line */
     double valid_loss, valid_accuracy;
@@ -389,6 +393,7 @@ static double eta_seconds(const trainer *t) {
         eta = fmin(eta, (double)left * per_step);
     }
     if (c->minutes > 0) eta = fmin(eta, c->minutes * 60.0 - elapsed(t));
+    if (t->decay_by_time && t->st.decay_end > 0) eta = fmin(eta, (double)(t->st.decay_end - t->st.step) * per_step);
     return eta > 0 ? eta : 0;
 }
 
@@ -626,7 +631,41 @@ static const char *stop_reason(const trainer *t) {
     if (c->max_steps > 0 && t->st.step >= c->max_steps) return "max_steps reached";
     if (c->minutes > 0 && elapsed(t) >= c->minutes * 60.0) return "time limit reached";
     if (t->patience_exhausted) return "no improvement for `patience` validations";
+    if (t->decay_by_time && t->st.decay_end > 0 && t->st.step >= t->st.decay_end)
+        return "the lr schedule's end reached (estimated from the time limit)";
     return NULL;
+}
+
+/* A cosine or linear decay over a minutes budget needs the step the budget
+ * will end at. It is estimated once, at the end of warm-up, from this
+ * session's pace so far (validations included, so a run that validates
+ * within warm-up counts them; set-up and the session's first step, which
+ * pays for first-touch memory, left out; at least PACE_STEPS steps timed),
+ * and kept in the checkpoint: from then on the
+ * schedule is a function of the step, as with decay_steps, a resumed run
+ * follows it, and the run ends there (or at the time limit, if slower).
+ * Data parallelism: the ranks' clocks differ, so they take the largest. */
+enum { PACE_STEPS = 10 };
+static void estimate_decay_end(trainer *t) {
+    if (!t->decay_by_time || t->st.decay_end > 0) return;
+    if (t->pace_start == 0) {
+        t->pace_start = pmt_now_seconds();
+        t->pace_first_step = t->st.step;
+    }
+    const int64_t done = t->st.step - t->pace_first_step;
+    if (t->st.step < t->cfg.warmup || done < PACE_STEPS) return;
+    const double seconds = pmt_now_seconds() - t->pace_start;
+    const double pace = done > 0 && seconds > 0 ? (double)done / seconds : 0;
+    const double left = t->cfg.minutes * 60.0 - elapsed(t);
+    double end = (double)t->st.step + (left > 0 ? floor(left * pace) : 0);
+    if (end > INT_MAX) end = INT_MAX;
+    int agreed = end > (double)t->st.step ? (int)end : (int)t->st.step + 1;
+    pmt_dist_allreduce_max_ints(&agreed, 1);
+    t->st.decay_end = agreed;
+    t->optim.schedule.decay_end = agreed;
+    pmt_progress_message(&t->log, "lr schedule: %s decay to step %d, where the %g-minute time limit is expected to "
+                         "end at this pace (%.2f steps/s); --decay-steps %d --max-steps %d repeats it exactly",
+                         t->cfg.lr_schedule, agreed, t->cfg.minutes, pace, agreed, agreed);
 }
 
 static int after_step(trainer *t, pmt_step_status status, double loss, int epoch_end, char *err, size_t errlen) {
@@ -642,8 +681,9 @@ static int after_step(trainer *t, pmt_step_status status, double loss, int epoch
     if (status == PMT_STEP_SKIPPED)
         pmt_progress_message(&t->log, "warning: step %lld skipped (loss %g is not finite or the gradient norm is)",
                              (long long)t->st.step, loss);
+    estimate_decay_end(t);
     if (t->cfg.log_every > 0 && t->st.step % t->cfg.log_every == 0 &&
-        log_train_row(t, pmt_lr_at(t->cfg.lr, t->cfg.warmup, t->st.step), err, errlen) != 0)
+        log_train_row(t, pmt_lr_at(&t->optim.schedule, t->st.step), err, errlen) != 0)
         return -1;
     char line[256];
     format_progress(t, line, sizeof line);
@@ -763,6 +803,13 @@ static int setup(trainer *t, char *err, size_t errlen) {
     t->session_first_step = t->st.step;
     t->elapsed_base = t->st.elapsed_seconds;
     t->last_loss = t->last_accuracy = NAN;
+    t->decay_by_time = t->optim.schedule.kind != PMT_LR_INVERSE_SQRT && pmt_config_decay_end(c) == 0;
+    if (!t->decay_by_time) t->st.decay_end = 0;   /* decay_steps or max_steps given: they decide */
+    if (t->decay_by_time && t->st.decay_end > 0) {
+        t->optim.schedule.decay_end = t->st.decay_end;
+        pmt_progress_message(&t->log, "lr schedule: %s decay to step %lld, as estimated from the time limit when the "
+                             "run started (--fresh to estimate again)", c->lr_schedule, (long long)t->st.decay_end);
+    }
     pmt_progress_message(&t->log, "training: %d pairs in %s%d batches of <= %d tokens (accum %d), %d validation "
                          "pairs; %d thread(s); precision %s%s; logging to %s", t->data->train->n_pairs,
                          t->train_b.n_batches_exact ? "" : "about ", t->train_b.n_batches, c->batch_tokens, c->accum,
