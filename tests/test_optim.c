@@ -81,26 +81,30 @@ static void test_decay_skips_vectors(void) {
     pmt_optim_free(&o);
 }
 
+/* Validates a config with these schedule keys (lr 1e-3); 0 or -1 with err. */
+static int validate_schedule(pmt_config *cfg, const char *kind, int warmup, int decay_steps, int max_steps,
+                             double min_lr, char *err, size_t errlen) {
+    pmt_config_defaults(cfg);
+    snprintf(cfg->lr_schedule, sizeof cfg->lr_schedule, "%s", kind);
+    cfg->lr = 1e-3, cfg->warmup = warmup, cfg->decay_steps = decay_steps, cfg->max_steps = max_steps;
+    cfg->min_lr = min_lr;
+    err[0] = '\0';
+    return pmt_config_validate(cfg, err, errlen);
+}
+
 /* The schedule a config gives, after pmt_config_validate accepted it. */
 static pmt_lr_schedule schedule_of(const char *kind, int warmup, int decay_steps, int max_steps, double min_lr) {
     pmt_config cfg;
-    pmt_config_defaults(&cfg);
-    snprintf(cfg.lr_schedule, sizeof cfg.lr_schedule, "%s", kind);
-    cfg.lr = 1e-3, cfg.warmup = warmup, cfg.decay_steps = decay_steps, cfg.max_steps = max_steps;
-    cfg.min_lr = min_lr;
     char err[256];
-    CHECK(pmt_config_validate(&cfg, err, sizeof err) == 0);
+    CHECK(validate_schedule(&cfg, kind, warmup, decay_steps, max_steps, min_lr, err, sizeof err) == 0);
     return pmt_lr_schedule_of(&cfg);
 }
 
 static int refused(const char *kind, int warmup, int decay_steps, int max_steps, double min_lr, const char *says) {
     pmt_config cfg;
-    pmt_config_defaults(&cfg);
-    snprintf(cfg.lr_schedule, sizeof cfg.lr_schedule, "%s", kind);
-    cfg.lr = 1e-3, cfg.warmup = warmup, cfg.decay_steps = decay_steps, cfg.max_steps = max_steps;
-    cfg.min_lr = min_lr;
-    char err[256] = "";
-    return pmt_config_validate(&cfg, err, sizeof err) != 0 && strstr(err, says) != NULL;
+    char err[256];
+    return validate_schedule(&cfg, kind, warmup, decay_steps, max_steps, min_lr, err, sizeof err) != 0 &&
+           strstr(err, says) != NULL;
 }
 
 static void test_schedule(void) {

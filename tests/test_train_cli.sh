@@ -101,7 +101,7 @@ last=$(awk -F'\t' '$1 == "train" { s = $2; l = $7 } END { print s, l }' "$tmp/ti
 check "the run ends where the decay ends or at the time limit (last row: $last; end $end)" \
   grep -qE "done: (the lr schedule's end reached|time limit reached)" "$tmp/timed.log"
 check "the lr falls after warm-up (rows: $(awk -F'\t' '$1 == "train" && ($2 == 20 || $2 == 40) { printf "%s ", $7 }' "$tmp/timed/train.tsv"))" \
-  awk -F'\t' '$1 == "train" && $2 == 20 { a = $7 } $1 == "train" && $2 == 40 { b = $7 } END { exit !(a == 1e-3 && b < a) }' "$tmp/timed/train.tsv"
+  awk -F'\t' '$1 == "train" && $2 == 20 { a = $7 } $1 == "train" && $2 == 40 { b = $7 } END { exit !(a == 1e-3 && b != "" && b < a) }' "$tmp/timed/train.tsv"
 "$projmt" train "${common[@]}" --save-dir "$tmp/timed" --lr 1e-3 --warmup 20 --lr-schedule linear \
   --max-steps 0 --epochs 0 --minutes 0.1 --valid-every 0 > "$tmp/timed2.log" 2>&1
 check "a resumed run keeps the estimate ($(grep 'lr schedule' "$tmp/timed2.log"))" \

@@ -655,7 +655,7 @@ static void estimate_decay_end(trainer *t) {
     const int64_t done = t->st.step - t->pace_first_step;
     if (t->st.step < t->cfg.warmup || done < PACE_STEPS) return;
     const double seconds = pmt_now_seconds() - t->pace_start;
-    const double pace = done > 0 && seconds > 0 ? (double)done / seconds : 0;
+    const double pace = seconds > 0 ? (double)done / seconds : 0;   /* done >= PACE_STEPS */
     const double left = t->cfg.minutes * 60.0 - elapsed(t);
     double end = (double)t->st.step + (left > 0 ? floor(left * pace) : 0);
     if (end > INT_MAX) end = INT_MAX;
