@@ -45,7 +45,9 @@
 #   --corpora all|spa      what D is prepared from when missing: all (spa.txt,
 #                          weight 3, gives valid/test; the extra corpora of
 #                          scripts/get_extra_data.sh: pydocs without markup,
-#                          lohelp, bible) or spa (spa.txt alone)
+#                          lohelp, bible) or spa (spa.txt alone). An existing D
+#                          is used as it is, its sources printed; given
+#                          explicitly, --corpora refuses a D prepared otherwise
 #   --flores DIR|PREFIX|none  FLORES-200 dev (default: $PROJMT_FLORES, then
 #                          $PROJMT_DATA_DIR/flores200-dev, data/flores200-dev,
 #                          ../shared/data/flores200-dev next to the repository)
@@ -88,7 +90,7 @@ done
 minutes=120 max_steps="" session_minutes="" fresh=0
 config=configs/base.ini attention=standard ema=0.999 keep_last=5 valid_every=500 valid_bleu_sentences=500
 precision=() threads=0
-corpora=all data_dir=data/release-mix flores=auto select_sentences=all beam_size=4 bench_sentences=1000 bench_threads=$(nproc) bench_rounds=3
+corpora=all corpora_given=0 data_dir=data/release-mix flores=auto select_sentences=all beam_size=4 bench_sentences=1000 bench_threads=$(nproc) bench_rounds=3
 run=models/release-run out_dir=models name=en-es weights=int8 max_mb=20 build=build
 extra=()
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; }
@@ -107,7 +109,7 @@ while [ $# -gt 0 ]; do
     --precision) precision=(--precision "$2"); shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --data-dir) data_dir=$2; shift 2 ;;
-    --corpora) corpora=$2; shift 2 ;;
+    --corpora) corpora=$2 corpora_given=1; shift 2 ;;
     --flores) flores=$2; shift 2 ;;
     --select-sentences) select_sentences=$2; shift 2 ;;
     --beam-size) beam_size=$2; shift 2 ;;
@@ -175,7 +177,20 @@ esac
 
 step "data"
 if [ -f "$data_dir/manifest.json" ]; then
-  echo "prepared: $data_dir"
+  # What the data dir holds, as 'name:weight' per source ('' for a manifest
+  # from before sources were recorded), against what --corpora asks for.
+  held=$("$python" -c 'import json, sys
+print(" ".join("%s:%s" % (s["name"], s["weight"]) for s in json.load(open(sys.argv[1])).get("sources", [])))' \
+    "$data_dir/manifest.json") || die "$data_dir/manifest.json is not readable JSON: prepare the data again"
+  echo "prepared: $data_dir (sources: ${held:-not recorded})"
+  case "$corpora" in
+    all) wanted="spa:3 pydocs:1 lohelp:1 bible:1" ;;
+    spa) wanted=$(printf '%s' "$held" | grep -E '^[^ ]+:1$' || true) ;;   # one source, any name
+  esac
+  if [ $corpora_given -eq 1 ] && [ "$held" != "$wanted" ]; then
+    bad_usage "--corpora $corpora: $data_dir was prepared from other sources (${held:-not recorded}); give" \
+      "another --data-dir (it is prepared there), remove $data_dir, or leave out --corpora to use it as it is"
+  fi
 else
   corpus=$(bash scripts/get_data.sh | tail -n 1)
   sources=(--corpus "$corpus")

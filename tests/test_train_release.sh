@@ -9,7 +9,9 @@
 # a tie), the card is exactly what model_card.py writes from the JSON and
 # shows its numbers; the exported file translates; a second run reuses the
 # finished training; --precision reaches projmt train only when given;
-# --max-mb refuses a file too large; bad usage exits 2.
+# --max-mb refuses a file too large; an existing data dir is used as it is,
+# and an explicit --corpora refuses one prepared from other sources; bad
+# usage exits 2.
 # FLORES is found through $PROJMT_FLORES (a made-up pair of files here).
 # Usage: bash test_train_release.sh <build-dir>
 set -uo pipefail
@@ -296,6 +298,33 @@ PY
 check "...all: spa.txt weight 3 with pydocs, lohelp and bible; spa: one source ($sources)" [ "$sources" = \
   "[('spa', 'primary', 3, True), ('pydocs', 'extra', 1, True), ('lohelp', 'extra', 1, True), ('bible', 'extra', 1, True)] 1" ]
 check "...the test split is the same either way" cmp -s "$tmp/data-all/test.es" "$tmp/data-spa/test.es"
+# An existing data dir is used as it is; a --corpora given explicitly must be
+# what it was prepared from (a mixed dir under --corpora spa was once taken
+# silently).
+corpora_run() {   # corpora_run LOG [release options]: the release's status
+  local log=$1; shift
+  PROJMT_CORPUS=$tmp/pairs.tsv PROJMT_EXTRA_DIR=$extra bash "$release" --config "$tmp/tiny-data.ini" --build "$build" \
+    --run "$tmp/run-reuse" --session-minutes 0.0001 "$@" > "$log" 2>&1
+}
+corpora_run "$tmp/reuse-spa.log" --corpora spa --data-dir "$tmp/data-all"
+status=$?
+check "--corpora spa on a dir prepared from all four sources is refused (status $status)" [ $status -eq 2 ]
+check "...naming the dir and what it holds" \
+  grep -q "data-all was prepared from other sources (spa:3 pydocs:1 lohelp:1 bible:1)" "$tmp/reuse-spa.log"
+corpora_run "$tmp/reuse-all-spa.log" --corpora all --data-dir "$tmp/data-spa"
+status=$?
+check "--corpora all on a spa.txt-only dir is refused (status $status)" [ $status -eq 2 ]
+for case in "all data-all" "spa data-spa"; do
+  read -r corpora dir <<< "$case"
+  corpora_run "$tmp/reuse-$corpora.log" --corpora "$corpora" --data-dir "$tmp/$dir"
+  status=$?
+  check "--corpora $corpora on the dir it prepared is used (status $status)" [ $status -eq 75 ]
+done
+check "...printing its sources" grep -q "prepared: $tmp/data-all (sources: spa:3 pydocs:1 lohelp:1 bible:1)" \
+  "$tmp/reuse-all.log"
+corpora_run "$tmp/reuse-any.log" --data-dir "$tmp/data-spa"
+status=$?
+check "without --corpora any prepared dir is used (status $status)" [ $status -eq 75 ]
 rm "$extra/bible.en-es.tsv.gz"
 PROJMT_CORPUS=$tmp/pairs.tsv PROJMT_EXTRA_DIR=$extra bash "$release" --config "$tmp/tiny-data.ini" --build "$build" \
   --data-dir "$tmp/data-nobible" --run "$tmp/run-nobible" > "$tmp/corpora-nobible.log" 2>&1
