@@ -4,11 +4,13 @@
  * and matches the stored checksum; a changed payload fails the checksum;
  * bytes after the checksum and a cut-short file are reported;
  * pmt_gzstream_save writes a file the reader accepts, and when its body
- * fails it reports the file and leaves the old one as it was; pmt_gzsink
+ * fails it reports the file and leaves the old one as it was; level 0
+ * (checkpoints) stores the payload uncompressed and reads back; pmt_gzsink
  * round-trips its fields and writes nothing once it has failed.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "core/fileio.h"
@@ -119,6 +121,21 @@ int main(void) {
     snprintf(path, sizeof path, "%s/no/such/dir/x.gz", dir);
     CHECK(pmt_gzstream_save(path, 6, "test file", body_ints, NULL, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "test file: ") && strstr(err, "x.gz"), "message: %s", err);
+    /* Level 0, as checkpoints are written: stored blocks, so the file is at
+     * least as large as its payload (level 1 would compress these ints to a
+     * fraction), and it reads back and checks as any other level does. */
+    struct stat st;
+    snprintf(path, sizeof path, "%s/stored.gz", dir);
+    CHECK_MSG(pmt_gzstream_save(path, 0, "test file", body_ints, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(read_file(path, reason, sizeof reason) == 0);
+    CHECK(stat(path, &st) == 0);
+    CHECK_MSG(st.st_size >= (off_t)(N * sizeof(int32_t)), "level 0 wrote %lld bytes for %zu", (long long)st.st_size,
+              N * sizeof(int32_t));
+    snprintf(path, sizeof path, "%s/level1.gz", dir);
+    CHECK_MSG(pmt_gzstream_save(path, 1, "test file", body_ints, NULL, err, sizeof err) == 0, "%s", err);
+    CHECK(read_file(path, reason, sizeof reason) == 0);
+    CHECK(stat(path, &st) == 0);
+    CHECK_MSG(st.st_size < (off_t)(N * sizeof(int32_t)) / 2, "level 1 wrote %lld bytes", (long long)st.st_size);
     /* pmt_gzsink: the fields round-trip; after a failure it writes nothing
      * more (the stream's checksum stays where it was). */
     snprintf(path, sizeof path, "%s/sink.gz", dir);

@@ -15,7 +15,7 @@
 #define BUFFER_BYTES (1u << 20)
 
 int pmt_gzstream_open_write(pmt_gzstream *s, FILE *f, int level) {
-    char mode[4] = {'w', 'b', (char)('0' + (level < 1 ? 1 : level > 9 ? 9 : level)), '\0'};
+    char mode[4] = {'w', 'b', (char)('0' + (level < 0 ? 0 : level > 9 ? 9 : level)), '\0'};
     s->crc = crc32(0L, Z_NULL, 0);
     int fd = dup(fileno(f));
     s->gz = fd >= 0 ? gzdopen(fd, mode) : NULL;

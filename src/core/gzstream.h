@@ -28,8 +28,9 @@ typedef struct pmt_gzstream {
     uLong crc;                   /* crc32 of every byte written or read so far */
 } pmt_gzstream;
 
-/* Opens a compressing stream (zlib level 1..9) over a duplicate of f's
- * descriptor. 0, or -1 (errno set, or out of memory). */
+/* Opens a compressing stream over a duplicate of f's descriptor: zlib level
+ * 1..9, or 0 for stored (uncompressed) deflate blocks, which any gzip reader
+ * still reads and checks. 0, or -1 (errno set, or out of memory). */
 int pmt_gzstream_open_write(pmt_gzstream *s, FILE *f, int level);
 /* Opens path for reading. 0, or -1 (errno set, or out of memory). */
 int pmt_gzstream_open_read(pmt_gzstream *s, const char *path);
