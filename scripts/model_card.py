@@ -184,6 +184,16 @@ def card(r):
         + (f" in {tr['sittings']} sitting(s)" if tr.get("sittings") else "")
         + f", {str(tr['threads']) + ' thread(s)' if tr['threads'] else 'all cores'} on "
         f"{r['machine']['cpu'] or 'an unknown CPU'} ({r['machine']['cores']} cores) |")
+    ft, start = r.get("finetune"), r.get("started_from")
+    if start:
+        add(f"| started from | `{start['path']}` of commit `{start['commit']}` (sha256 {start['sha256'][:12]}…): "
+            f"the rows below are its fine-tuning on {primary_name(data)} alone "
+            f"({count(ft['train_pairs'])} training pairs, its vocabulary) |")
+    elif ft:
+        add(f"| fine-tuning | then {count(ft['steps'])} steps on {primary_name(data)} alone "
+            f"({count(ft['train_pairs'])} training pairs, the main data's vocabulary) from the main run's "
+            f"moving average, Adam lr {ft['lr']:g}, {count(ft['warmup'])} warm-up steps, "
+            f"{minutes_text(ft['wall_minutes'])} |")
     ema = tr.get("ema") or 0
     add(f"| moving average | {'decay ' + format(ema, 'g') if ema else 'none'}"
         f"{' (validation, best.ckpt and export use it)' if ema else ''} |")
@@ -197,7 +207,11 @@ def card(r):
     add("| candidate | what | validation BLEU | validation chrF |")
     add("|---|---|---|---|")
     what = {"best": "best.ckpt (best validation during training)", "avg": "mean of the newest numbered checkpoints",
-            "last-ema": "last.ckpt, moving average", "last-raw": "last.ckpt, raw weights", "last": "last.ckpt"}
+            "last-ema": "last.ckpt, moving average", "last-raw": "last.ckpt, raw weights", "last": "last.ckpt",
+            "main": "the main run's last.ckpt (moving average), before fine-tuning"}
+    if ft:
+        what.update({k: v.replace("last.ckpt", "the fine-tuned last.ckpt").replace("best.ckpt", "fine-tuned best.ckpt")
+                     .replace("newest numbered", "fine-tuning's newest numbered") for k, v in what.items() if k != "main"})
     for c in s["candidates"]:
         mark = " **(shipped)**" if c["label"] == s["chosen"] else ""
         add(f"| `{c['label']}`{mark} | {what.get(c['label'], c['checkpoint'])} | {f2(c['bleu'])} | {f2(c['chrf'])} |")

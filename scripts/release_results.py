@@ -252,12 +252,26 @@ def trained_precision(run, configured):
     return found
 
 
+def finetune_facts(run, data_dir):
+    """The fine-tuning stage: its position, its schedule, what it trained on."""
+    train_cfg = effective_config(os.path.join(run, "logs", "config.ini")).get("train", {})
+    data = data_facts(data_dir)
+    return {**training_facts(run), "lr": train_cfg.get("lr"), "warmup": train_cfg.get("warmup"),
+            "max_steps": train_cfg.get("max_steps"), "data_dir": shown_path(data_dir),
+            "train_pairs": data["pairs"]["train"]}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for name in ("run", "work", "data-dir", "flores", "out-file", "fp32-file", "weights", "name", "command",
                  "output"):
         ap.add_argument("--" + name, required=True)
     ap.add_argument("--beam-size", type=int, required=True)
+    ap.add_argument("--finetune", help="the fine-tuning run folder (train_release.sh --finetune-steps)")
+    ap.add_argument("--finetune-data-dir", help="its prepared data (spa.txt with the main data's vocabulary)")
+    ap.add_argument("--finetune-from", help="the model fine-tuned, when there was no main run (--run is then the "
+                    "fine-tuning run)")
+    ap.add_argument("--finetune-from-commit", help="the commit that last changed that file")
     ap.add_argument("--max-mb", type=float, required=True)
     a = ap.parse_args()
     work, w = a.work, a.weights
@@ -302,6 +316,9 @@ def main():
                      "ema": train_cfg.get("ema"),
                      "keep_last": train_cfg.get("keep_last"), "threads": train_cfg.get("threads"),
                      "budget": {k: train_cfg.get(k) for k in ("minutes", "max_steps") if train_cfg.get(k)}},
+        "finetune": finetune_facts(a.finetune, a.finetune_data_dir) if a.finetune else None,
+        "started_from": {"path": shown_path(a.finetune_from), "sha256": sha256(a.finetune_from),
+                         "commit": a.finetune_from_commit} if a.finetune_from else None,
         "selection": {"split": "valid", "sentences": select_sentences, "beam_size": a.beam_size,
                       "metric": "bleu", "candidates": candidates, "chosen": chosen},
         "weights": w,

@@ -40,6 +40,21 @@
 #   --valid-bleu-sentences N  500 (validation BLEU picks best.ckpt)
 #   --precision P          passed to projmt train only when given (fp32|bf16)
 #   --threads N            threads of training and evaluation (0 = all cores)
+# Fine-tuning (off by default): after the main training, continue from its
+# moving average on spa.txt alone, the test split's own domain (prepared with
+# the main data's vocabulary, prepare --spm-model: the same valid/test
+# split), in a run folder of its own (RUN/finetune, train --init-from):
+#   --finetune-steps N     steps of fine-tuning (0: none)
+#   --finetune-lr X        its peak lr (default 2e-4, about where the main
+#                          run's inverse-sqrt schedule is after 10k steps)
+#   --finetune-warmup N    its warm-up steps (default 200)
+#   --finetune-from FILE   fine-tune this model (a checkpoint or an exported
+#                          file, e.g. the shipped one) instead of training a
+#                          main run; it is copied into RUN first, and the
+#                          card names it with its sha256 and the commit that
+#                          last changed it
+# The candidates are then the fine-tuned run's, plus the main run's moving
+# average (so fine-tuning is kept only when validation says it helps).
 # Evaluation and output:
 #   --data-dir D           prepared data (data/release-mix; prepared when missing)
 #   --corpora all|spa      what D is prepared from when missing: all (spa.txt,
@@ -92,6 +107,7 @@ config=configs/base.ini attention=standard ema=0.999 keep_last=5 valid_every=500
 precision=() threads=0
 corpora=all corpora_given=0 data_dir=data/release-mix flores=auto select_sentences=all beam_size=4 bench_sentences=1000 bench_threads=$(nproc) bench_rounds=3
 run=models/release-run out_dir=models name=en-es weights=int8 max_mb=20 build=build
+finetune_steps=0 finetune_lr=2e-4 finetune_warmup=200 finetune_from=""
 extra=()
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
@@ -122,6 +138,10 @@ while [ $# -gt 0 ]; do
     --weights) weights=$2; shift 2 ;;
     --max-mb) max_mb=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
+    --finetune-steps) finetune_steps=$2; shift 2 ;;
+    --finetune-lr) finetune_lr=$2; shift 2 ;;
+    --finetune-warmup) finetune_warmup=$2; shift 2 ;;
+    --finetune-from) finetune_from=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) usage; exit 0 ;;
     *) echo "train_release: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -136,11 +156,15 @@ is_number() { [[ $1 =~ ^[0-9]*\.?[0-9]+$ ]]; }
 is_number "$minutes" || bad_usage "--minutes takes a number of minutes (got '$minutes')"
 [ -z "$max_steps" ] || is_count "$max_steps" || bad_usage "--max-steps takes a count (got '$max_steps')"
 [ -z "$session_minutes" ] || is_number "$session_minutes" || bad_usage "--session-minutes takes a number of minutes"
-for v in keep_last valid_every valid_bleu_sentences threads beam_size bench_sentences bench_threads bench_rounds; do
+for v in keep_last valid_every valid_bleu_sentences threads beam_size bench_sentences bench_threads bench_rounds \
+         finetune_steps finetune_warmup; do
   is_count "${!v}" || bad_usage "--${v//_/-} takes a count (got '${!v}')"
 done
 [ "$select_sentences" = all ] || is_count "$select_sentences" || bad_usage "--select-sentences takes a count or 'all'"
 is_number "$max_mb" || bad_usage "--max-mb takes a number of megabytes"
+[ -z "$finetune_from" ] || [ "$finetune_steps" -gt 0 ] || bad_usage "--finetune-from needs --finetune-steps N"
+[ -z "$finetune_from" ] || [ -f "$finetune_from" ] || bad_usage "--finetune-from $finetune_from: no such file"
+[[ $finetune_lr =~ ^[0-9]*\.?[0-9]+([eE]-?[0-9]+)?$ ]] || bad_usage "--finetune-lr takes a number (got '$finetune_lr')"
 [[ $name =~ ^[A-Za-z0-9._-]+$ ]] || bad_usage "--name '$name': use letters, digits, '.', '_' and '-'"
 case "$corpora" in all|spa) ;; *) bad_usage "--corpora must be all or spa (got '$corpora')" ;; esac
 case "$weights" in int8|bf16) ;; *) bad_usage "--weights must be int8 or bf16 (fp32 is exported for the comparison)" ;; esac
@@ -227,25 +251,39 @@ session_over() {
   exit 75
 }
 
+# limit: the command prefix that ends a training at the sitting's end (empty
+# without --session-minutes; a sitting already over stops here, status 75).
+# SIGINT, as Ctrl-C: projmt saves last.ckpt and exits; resuming is exact.
+# --foreground keeps projmt in the terminal's process group, so a real
+# Ctrl-C still reaches it.
+sitting_limit() {
+  limit=()
+  [ -n "$session_end" ] || return 0
+  local left=$(( session_end - $(date +%s) ))
+  [ "$left" -gt 0 ] || session_over
+  limit=(timeout --foreground --signal=INT --kill-after=600 "$left")
+}
+
 # Training is skipped when a finished run of this recipe is there (a sitting
 # that starts after it finished must not stop as unfinished).
-trained_marker=$logs/trained
+trained_marker=$logs/trained main_trained_now=0
 recipe=$(printf '%q ' "${train_flags[@]}")
 [ $fresh -eq 0 ] || rm -f "$trained_marker"
-if [ -f "$trained_marker" ] && [ "$(cat "$trained_marker")" = "$recipe" ] && [ -f "$run/last.ckpt" ]; then
+start_model=$run/last.ckpt start_commit=""
+if [ -n "$finetune_from" ]; then
+  # The starting model is copied: a release written over it (--out-dir
+  # models) must not change what a later sitting fine-tunes.
+  start_model=$run/start.pmt
+  [ -f "$start_model" ] && cmp -s "$start_model" "$finetune_from" || cp "$finetune_from" "$start_model"
+  start_commit=$(git -C "$repo" log -1 --format=%h -- "$finetune_from" 2>/dev/null || true)
+  step "train: none (fine-tuning $finetune_from${start_commit:+, last changed in commit $start_commit})"
+elif [ -f "$trained_marker" ] && [ "$(cat "$trained_marker")" = "$recipe" ] && [ -f "$run/last.ckpt" ]; then
   step "train: finished earlier ($run/last.ckpt; --fresh to start over)"
 else
   step "train (${budget[*]:0:2}, $config, $attention attention, --ema $ema, --keep-last $keep_last${precision[*]:+, ${precision[*]}})"
-  fresh_flag=() limit=()
+  fresh_flag=()
   [ $fresh -eq 0 ] || fresh_flag=(--fresh)
-  if [ -n "$session_end" ]; then
-    left=$(( session_end - $(date +%s) ))
-    [ "$left" -gt 0 ] || session_over
-    # SIGINT, as Ctrl-C: projmt saves last.ckpt and exits; resuming is exact.
-    # --foreground keeps projmt in the terminal's process group, so a real
-    # Ctrl-C still reaches it.
-    limit=(timeout --foreground --signal=INT --kill-after=600 "$left")
-  fi
+  sitting_limit
   rm -f "$trained_marker"
   status=0
   # train.log is appended to: a run split over sittings keeps every one.
@@ -255,6 +293,56 @@ else
   # 0 only when the budget is reached (an interrupted projmt train exits 128 + signal).
   [ $status -eq 0 ] || die "training stopped (status $status); see $logs/train.log (run the same command again to resume)"
   printf '%s' "$recipe" > "$trained_marker"
+  main_trained_now=1
+fi
+
+# Fine-tuning on spa.txt alone (--finetune-steps): its own data dir (the
+# main data's vocabulary; prepare gives the same valid/test split as with
+# spa.txt primary in the mix), its own run folder and trained marker, the
+# main run's flags but for the data, the budget and the lr.
+final_run=$run
+if [ "$finetune_steps" -gt 0 ]; then
+  ft_data=$data_dir-finetune-spa ft_run=$run/finetune final_run=$run/finetune
+  step "fine-tuning data ($ft_data: spa.txt with $data_dir/spm.model)"
+  if [ ! -f "$ft_data/manifest.json" ]; then
+    corpus=$(bash scripts/get_data.sh | tail -n 1)
+    # The main data's split settings, so valid/test come out the same.
+    split_flags=$("$python" -c 'import json, sys
+c = json.load(open(sys.argv[1]))["config"]
+print(" ".join("--%s %s" % (k.replace("_", "-"), c[k]) for k in ("valid_size", "test_size", "max_words", "max_ratio", "seed")))' \
+      "$data_dir/manifest.json") || die "$data_dir/manifest.json has no split settings: prepare the data again"
+    # shellcheck disable=SC2086  # split_flags is flag/number words
+    "$projmt" prepare --config "$config" --corpus "$corpus" $split_flags --spm-model "$data_dir/spm.model" \
+      --data-dir "$ft_data" \
+      2>&1 | tee "$logs/prepare-finetune.log" || die "projmt prepare of $ft_data failed; see $logs/prepare-finetune.log"
+  fi
+  cmp -s "$ft_data/spm.model" "$data_dir/spm.model" ||
+    die "$ft_data/spm.model is not $data_dir/spm.model: remove $ft_data and run again"
+  for f in valid.tok test.tok; do
+    cmp -s "$ft_data/$f" "$data_dir/$f" ||
+      die "$ft_data/$f differs from $data_dir/$f (the fine-tuning data must share the main data's valid/test split)"
+  done
+  mkdir -p "$ft_run/logs"
+  ft_flags=("${train_flags[@]}" --data-dir "$ft_data" --save-dir "$ft_run" --max-steps "$finetune_steps" --epochs 0
+            --minutes 0 --init-from "$start_model" --lr "$finetune_lr" --warmup "$finetune_warmup")
+  "$projmt" train "${ft_flags[@]}" --dump-config > "$ft_run/logs/config.ini" 2> "$logs/config-finetune.err" ||
+    die "projmt train refused the fine-tuning flags: $(cat "$logs/config-finetune.err")"
+  ft_marker=$ft_run/logs/trained ft_recipe=$(printf '%q ' "${ft_flags[@]}")
+  ft_fresh=()
+  # A main run trained (further) in this sitting is a new starting point.
+  [ $fresh -eq 0 ] && [ $main_trained_now -eq 0 ] || { ft_fresh=(--fresh); rm -f "$ft_marker"; }
+  if [ -f "$ft_marker" ] && [ "$(cat "$ft_marker")" = "$ft_recipe" ] && [ -f "$ft_run/last.ckpt" ]; then
+    step "fine-tune: finished earlier ($ft_run/last.ckpt)"
+  else
+    step "fine-tune ($finetune_steps steps from $start_model on $ft_data, lr $finetune_lr, warm-up $finetune_warmup)"
+    sitting_limit
+    rm -f "$ft_marker"
+    status=0
+    ${limit[@]+"${limit[@]}"} "$projmt" train "${ft_flags[@]}" ${ft_fresh[@]+"${ft_fresh[@]}"} 2>&1 | tee -a "$ft_run/logs/train.log" || status=$?
+    [ $status -ne 124 ] || session_over
+    [ $status -eq 0 ] || die "fine-tuning stopped (status $status); see $ft_run/logs/train.log (run the same command again to resume)"
+    printf '%s' "$ft_recipe" > "$ft_marker"
+  fi
 fi
 
 # Runs `projmt eval ... --json`, keeping its log and its JSON line in OUT.
@@ -276,21 +364,23 @@ valid_src=$(subset "$data_dir/valid.en" "$select_sentences")
 valid_ref=$(subset "$data_dir/valid.es" "$select_sentences")
 has_ema=$(awk -F' = ' '$1 == "ema" { print ($2 > 0) }' "$logs/config.ini")
 candidates=()      # label:checkpoint:export flag
-[ ! -f "$run/best.ckpt" ] || candidates+=("best:$run/best.ckpt:")
-n_steps=$(find "$run" -maxdepth 1 -name 'step-*.ckpt' | wc -l)
+[ ! -f "$final_run/best.ckpt" ] || candidates+=("best:$final_run/best.ckpt:")
+n_steps=$(find "$final_run" -maxdepth 1 -name 'step-*.ckpt' | wc -l)
 rm -f "$work/avg.ckpt"
 if [ "$keep_last" -gt 0 ] && [ "$n_steps" -ge 2 ]; then
   n_avg=$(( n_steps < keep_last ? n_steps : keep_last ))
-  "$projmt" average --out "$work/avg.ckpt" --last "$n_avg" --dir "$run" > "$logs/average.log" 2>&1 ||
+  "$projmt" average --out "$work/avg.ckpt" --last "$n_avg" --dir "$final_run" > "$logs/average.log" 2>&1 ||
     die "projmt average failed: $(tail -n 3 "$logs/average.log")"
   candidates+=("avg:$work/avg.ckpt:")
 fi
 if [ "$has_ema" = 1 ]; then
   # Early in training the moving average lags behind the raw weights.
-  candidates+=("last-ema:$run/last.ckpt:" "last-raw:$run/last.ckpt:--raw")
+  candidates+=("last-ema:$final_run/last.ckpt:" "last-raw:$final_run/last.ckpt:--raw")
 else
-  candidates+=("last:$run/last.ckpt:")
+  candidates+=("last:$final_run/last.ckpt:")
 fi
+# Fine-tuned: the model it started from stays a candidate.
+[ "$final_run" = "$run" ] || candidates+=("main:$start_model:")
 best="" best_bleu=-1 best_chrf=-1
 for c in "${candidates[@]}"; do
   IFS=: read -r label ckpt raw <<< "$c"
@@ -364,7 +454,17 @@ for ((round = 1; round <= bench_rounds; round++)); do
 done
 
 step "results and model card"
-"$python" scripts/release_results.py --run "$run" --work "$work" --data-dir "$data_dir" --flores "$flores" \
+ft_args=()
+results_run=$run
+if [ -n "$finetune_from" ]; then
+  # No main run here: the card's training is the fine-tuning run's.
+  results_run=$final_run
+  ft_args=(--finetune "$final_run" --finetune-data-dir "$ft_data" --finetune-from "$finetune_from"
+           --finetune-from-commit "${start_commit:-unknown}")
+elif [ "$final_run" != "$run" ]; then
+  ft_args=(--finetune "$final_run" --finetune-data-dir "$ft_data")
+fi
+"$python" scripts/release_results.py --run "$results_run" --work "$work" ${ft_args[@]+"${ft_args[@]}"} --data-dir "$data_dir" --flores "$flores" \
   --out-file "$out" --fp32-file "$fp32_file" --weights "$weights" --name "$name" --beam-size "$beam_size" \
   --max-mb "$max_mb" --command "$command_line" --output "$results"
 "$python" scripts/model_card.py "$results" --out "$out_dir/README.md"

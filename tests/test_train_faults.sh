@@ -10,7 +10,9 @@
 #      write() gets EFBIG) and, where this user may mount one, a full tmpfs
 #      (ENOSPC): the save fails with exit 1 and a message naming the file
 #      and the reason, no temporary file is left, and the previous
-#      last.ckpt still loads and resumes at its step.
+#      last.ckpt still loads and resumes at its step;
+#   3. a run removes the temporaries a killed save left (its own names
+#      only), and a second run on a folder in use is refused (exit 1).
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 build=${1:?usage: test_train_faults.sh <build-dir>}
@@ -108,5 +110,40 @@ if mount -t tmpfs -o size=$((need_kib + need_kib / 3 + 16))k tmpfs "$mnt" 2>/dev
 else
   echo "note: cannot mount a tmpfs as $(id -un) here; the full-disk case ran through RLIMIT_FSIZE only"
 fi
+
+# ---- 3. one run per folder; what a killed save left is cleaned up ----
+# A kill inside best.ckpt's or a step-<N>.ckpt's save leaves its .tmp, which
+# the next run may never overwrite: that run removes the trainer's own
+# temporaries (and nothing else), which is safe only because a second run
+# on the folder is refused.
+for f in last.ckpt.tmp best.ckpt.tmp step-12.ckpt.tmp; do printf 'partial save' > "$full/$f"; done
+for f in notes.tmp step-x.ckpt.tmp avg.ckpt.tmp; do printf 'not a save of train' > "$full/$f"; done
+"$projmt" train "${common[@]}" --save-dir "$full" --max-steps 5 > "$tmp/stale.log" 2>&1
+status=$?
+check "run over a killed save's leftovers exits 0 (got $status: $(tail -1 "$tmp/stale.log"))" [ $status -eq 0 ]
+for f in last.ckpt.tmp best.ckpt.tmp step-12.ckpt.tmp; do
+  check "the killed save's $f is removed" [ ! -e "$full/$f" ]
+  check "and the removal is said ($f)" grep -q "removed '$full/$f', left by a save that was interrupted" "$tmp/stale.log"
+done
+for f in notes.tmp step-x.ckpt.tmp avg.ckpt.tmp; do check "$f, not a save of train, is kept" [ -e "$full/$f" ]; done
+
+: > "$tmp/owner.log"
+"$projmt" train "${common[@]}" --save-dir "$full" --max-steps 2000000000 > "$tmp/owner.log" 2>&1 &
+bg=$!
+for _ in $(seq 3000); do grep -q "resuming from" "$tmp/owner.log" && break; kill -0 "$bg" 2>/dev/null || break; sleep 0.01; done
+"$projmt" train "${common[@]}" --save-dir "$full" --max-steps 2000000000 > "$tmp/second.log" 2>&1
+status=$?
+check "a second run on a folder in use exits 1 (got $status)" [ $status -eq 1 ]
+check "and says the folder is in use ($(grep -m1 'projmt train:' "$tmp/second.log"))" \
+  grep -q "projmt train: save_dir '$full' is in use by another projmt train" "$tmp/second.log"
+check "the first run is still training" kill -0 "$bg"
+kill -INT "$bg" 2>/dev/null
+wait "$bg"
+bg=""
+check "the first run then stops cleanly and saves ($(tail -1 "$tmp/owner.log"))" grep -q "saved $full/last.ckpt" "$tmp/owner.log"
+check "its last.ckpt loads" loads "$full/last.ckpt"
+"$projmt" train "${common[@]}" --save-dir "$full" --max-steps 1 --fresh > "$tmp/after-owner.log" 2>&1
+status=$?
+check "once it ended, the folder is free again (got $status: $(tail -1 "$tmp/after-owner.log"))" [ $status -eq 0 ]
 
 finish

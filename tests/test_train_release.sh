@@ -10,8 +10,9 @@
 # shows its numbers; the exported file translates; a second run reuses the
 # finished training; --precision reaches projmt train only when given;
 # --max-mb refuses a file too large; an existing data dir is used as it is,
-# and an explicit --corpora refuses one prepared from other sources; bad
-# usage exits 2.
+# and an explicit --corpora refuses one prepared from other sources;
+# --finetune-steps adds a fine-tuning run on the primary corpus; bad usage
+# exits 2.
 # FLORES is found through $PROJMT_FLORES (a made-up pair of files here).
 # Usage: bash test_train_release.sh <build-dir>
 set -uo pipefail
@@ -332,6 +333,53 @@ status=$?
 check "a missing extra corpus stops it (status $status)" [ $status -ne 0 ] && [ $status -ne 75 ]
 check "...naming the file" grep -q "bible.en-es.tsv.gz" "$tmp/corpora-nobible.log"
 check "...and preparing nothing" [ ! -e "$tmp/data-nobible/manifest.json" ]
+
+# Fine-tuning (--finetune-steps): after the main run, a run of its own on the
+# primary corpus alone, prepared with the main data's vocabulary and split;
+# the candidates are the fine-tuned run's and the main run's model.
+ft_args=("${args[@]}" --run "$tmp/run-ft" --out-dir "$tmp/out-ft" --finetune-steps 4 --finetune-warmup 2)
+PROJMT_CORPUS=$tmp/pairs.tsv bash "$release" "${ft_args[@]}" > "$tmp/ft.log" 2>&1
+status=$?
+check "with --finetune-steps it exits 0 (got $status: $(last_lines "$tmp/ft.log"))" [ $status -eq 0 ]
+check "...the fine-tuning data has the main data's vocabulary" cmp -s "$tmp/data/spm.model" "$tmp/data-finetune-spa/spm.model"
+check "...and its validation split" cmp -s "$tmp/data/valid.tok" "$tmp/data-finetune-spa/valid.tok"
+check "...the fine-tuning run starts from the main run's model" \
+  grep -q "fine-tuning from $tmp/run-ft/last.ckpt (its moving average)" "$tmp/run-ft/finetune/logs/train.log"
+check "...and trains its 4 steps" grep -q "max_steps reached at step 4" "$tmp/run-ft/finetune/logs/train.log"
+check "...the results record it, the main run's model among the candidates" /usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+ft = r["finetune"]
+assert ft["steps"] == 4 and ft["lr"] == 2e-4 and ft["warmup"] == 2, ft
+assert "main" in [c["label"] for c in r["selection"]["candidates"]], r["selection"]
+assert r["training"]["steps"] == 12, r["training"]' "$tmp/out-ft/en-es.results.json"
+check "...and the card says so" grep -q "| fine-tuning | then 4 steps on .pairs.tsv. alone" "$tmp/out-ft/README.md"
+PROJMT_CORPUS=$tmp/pairs.tsv bash "$release" "${ft_args[@]}" > "$tmp/ft-again.log" 2>&1
+check "...run again, both trainings are reused" \
+  bash -c "grep -q 'train: finished earlier' '$tmp/ft-again.log' && grep -q 'fine-tune: finished earlier' '$tmp/ft-again.log'"
+# --finetune-from: no main run; the given model (here the release above) is
+# copied into the run folder and fine-tuned; the card names it.
+cp "$out/en-es.int8.pmt" "$tmp/start.int8.pmt"
+from_args=("${args[@]}" --run "$tmp/run-from" --out-dir "$tmp/out-from" --finetune-steps 3 --finetune-from "$tmp/start.int8.pmt")
+PROJMT_CORPUS=$tmp/pairs.tsv bash "$release" "${from_args[@]}" > "$tmp/from.log" 2>&1
+status=$?
+check "with --finetune-from it exits 0 (got $status: $(last_lines "$tmp/from.log"))" [ $status -eq 0 ]
+check "...training no main run" bash -c "grep -q 'train: none (fine-tuning $tmp/start.int8.pmt' '$tmp/from.log' && [ ! -e '$tmp/run-from/last.ckpt' ]"
+check "...fine-tuning a copy of the file" cmp -s "$tmp/start.int8.pmt" "$tmp/run-from/start.pmt"
+check "...from its weights" grep -q "fine-tuning from $tmp/run-from/start.pmt" "$tmp/run-from/finetune/logs/train.log"
+check "...the results name it by sha256 and give the fine-tuning run's steps" /usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["started_from"]["sha256"] == sys.argv[2], r["started_from"]
+assert r["training"]["steps"] == 3 and r["finetune"]["steps"] == 3, (r["training"], r["finetune"])' \
+  "$tmp/out-from/en-es.results.json" "$(sha256sum "$tmp/start.int8.pmt" | cut -d' ' -f1)"
+check "...and the card says where it started" grep -q "| started from | .*start.int8.pmt" "$tmp/out-from/README.md"
+bash "$release" --finetune-from "$tmp/start.int8.pmt" > "$tmp/usage-from.log" 2>&1
+status=$?
+check "--finetune-from without --finetune-steps exits 2 (got $status)" [ $status -eq 2 ]
+bash "$release" --finetune-lr fast > "$tmp/usage-ft.log" 2>&1
+status=$?
+check "bad --finetune-lr exits 2 (got $status)" [ $status -eq 2 ]
 
 bash "$release" --weights fp16 > "$tmp/usage.log" 2>&1
 status=$?

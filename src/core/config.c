@@ -63,6 +63,10 @@ static const field fields[] = {
     FI("spm_sample_sentences", spm_sample_sentences, "400000", 0, 2000000000, "data",
        "train SentencePiece on a seeded sample of at most this many training sentences (English and Spanish lines "
        "count alike; 0 = every line), so its memory does not grow with the corpus"),
+    F("spm_model", T_PATH, spm_model, "", "data",
+      "encode with this SentencePiece model (e.g. DIR/spm.model of the data a model was trained on, to fine-tune "
+      "it on other data with train --init-from) instead of training one; vocab_size, spm_model_type, "
+      "character_coverage and spm_sample_sentences then do not apply"),
     F("seed", T_ULONG, seed, "1", "data,train", "random seed (shuffle, split, init, dropout, batches)"),
 
     F("d_model", T_INT, d_model, "256", "model", "model width C"),
@@ -112,6 +116,10 @@ static const field fields[] = {
     F("log_every", T_INT, log_every, "50", "train", "log a training row every K steps"),
     F("valid_every", T_INT, valid_every, "1000", "train", "validate every M steps (and at each epoch end)"),
     F("save_dir", T_PATH, save_dir, "models/run", "train", "run folder: checkpoints and train.tsv"),
+    F("init_from", T_PATH, init_from, "", "train",
+      "fine-tuning: a new run starts from this checkpoint's (or fp32 export's) weights, its moving average when it "
+      "has one, with a new optimizer, schedule and data position; the data must use its vocabulary (prepare "
+      "--spm-model). A run that resumes from save_dir/last.ckpt continues from there instead"),
     F("threads", T_INT, threads, "0", "train,translate", "threads (0 = all cores)"),
     F("max_bad_steps", T_INT, max_bad_steps, "10", "train", "stop after this many consecutive NaN/Inf steps"),
     F("valid_bleu_sentences", T_INT, valid_bleu_sentences, "500", "train", "validation BLEU/chrF on this many sentences (0 = off)"),

@@ -87,6 +87,7 @@ typedef struct pmt_config {
     char spm_model_type[32];        /* unigram | bpe */
     double character_coverage;
     int spm_sample_sentences;       /* SentencePiece trains on a seeded sample of this many lines (0 = all) */
+    char spm_model[PMT_PATH_MAX];   /* encode with this SentencePiece model instead of training one ("" = train) */
     unsigned long seed;             /* shuffles, init, dropout, batching */
 
     /* ---- model ---- */
@@ -113,6 +114,7 @@ typedef struct pmt_config {
     double minutes;
     int log_every, valid_every;
     char save_dir[PMT_PATH_MAX];    /* run folder: checkpoints and train.tsv */
+    char init_from[PMT_PATH_MAX];   /* a new run starts from this model's weights ("" = from the seed) */
     int threads;                    /* 0 = all cores */
     int max_bad_steps;              /* consecutive NaN/Inf steps before giving up */
     int valid_bleu_sentences;       /* BLEU/chrF on this many valid sentences (0 = off) */

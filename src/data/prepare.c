@@ -31,6 +31,7 @@
 #include "data/corpus.h"
 #include "data/prepare_internal.h"
 #include "data/spm.h"
+#include "data/vocab.h"
 
 static const char *const split_names[PMT_SPLITS] = {"train", "valid", "test"};
 static const char *const side_names[PMT_SIDES] = {"en", "es"};
@@ -361,18 +362,27 @@ static int write_split_texts(const pmt_config *cfg, pmt_pair_list *list, const s
 
 /* ---- SentencePiece ---------------------------------------------------- */
 
-/* Trains the joint model on the training texts (train_lines lines in all)
- * into spm.{model,vocab}.tmp. */
-static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], long train_lines, output_set *out,
-                     char *model_path, char *err, size_t errlen) {
-    char prefix[PMT_PATH_MAX + 16], vocab_path[OUT_PATH];
-    /* spm writes <prefix>.model/.vocab; "spm.tmp" keeps both temporary. */
-    snprintf(prefix, sizeof prefix, "%s/spm.tmp", cfg->data_dir);
+/* spm.{model,vocab}.tmp, the temporaries of spm.model and spm.vocab, into
+ * prefix ("<data_dir>/spm.tmp": SentencePiece writes <prefix>.model and
+ * .vocab) and model_path; registered with out. 0 or -1 with err. */
+static int expect_spm_outputs(const pmt_config *cfg, output_set *out, char *prefix, size_t prefix_size,
+                              char *model_path, char *err, size_t errlen) {
+    char vocab_path[OUT_PATH];
+    snprintf(prefix, prefix_size, "%s/spm.tmp", cfg->data_dir);
     snprintf(model_path, OUT_PATH, "%s.model", prefix);
     snprintf(vocab_path, sizeof vocab_path, "%s.vocab", prefix);
     if (!output_expect(out, cfg->data_dir, "spm.model", model_path, err, errlen) ||
         !output_expect(out, cfg->data_dir, "spm.vocab", vocab_path, err, errlen))
         return -1;
+    return 0;
+}
+
+/* Trains the joint model on the training texts (train_lines lines in all)
+ * into spm.{model,vocab}.tmp. */
+static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], long train_lines, output_set *out,
+                     char *model_path, char *err, size_t errlen) {
+    char prefix[PMT_PATH_MAX + 16];
+    if (expect_spm_outputs(cfg, out, prefix, sizeof prefix, model_path, err, errlen) != 0) return -1;
 
     pmt_spm_train_options opt;
     pmt_spm_train_options_default(&opt);
@@ -392,6 +402,44 @@ static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], l
         return -1;
     }
     return 0;
+}
+
+/* A given model (spm_model) must use the special ids the batcher, the model
+ * and the search hard-wire (data/vocab.h): one trained elsewhere with other
+ * ids would encode without error and train on garbage. Checked before any
+ * input is read, so a wrong file fails at once. */
+static int check_given_spm(const pmt_config *cfg, char *err, size_t errlen) {
+    char inner[1024];
+    pmt_spm *spm = pmt_spm_load_file(cfg->spm_model, inner, sizeof inner);
+    if (!spm) {
+        snprintf(err, errlen, "spm_model: %s", inner);
+        return -1;
+    }
+    int ok = pmt_spm_pad_id(spm) == PMT_PAD_ID && pmt_spm_unk_id(spm) == PMT_UNK_ID &&
+             pmt_spm_bos_id(spm) == PMT_BOS_ID && pmt_spm_eos_id(spm) == PMT_EOS_ID;
+    if (!ok)
+        snprintf(err, errlen, "spm_model '%s' has special ids pad %d, unk %d, bos %d, eos %d; projmt needs %d, %d, %d, "
+                 "%d (use the spm.model of a data dir projmt prepared)", cfg->spm_model, pmt_spm_pad_id(spm),
+                 pmt_spm_unk_id(spm), pmt_spm_bos_id(spm), pmt_spm_eos_id(spm), PMT_PAD_ID, PMT_UNK_ID, PMT_BOS_ID,
+                 PMT_EOS_ID);
+    pmt_spm_free(spm);
+    return ok ? 0 : -1;
+}
+
+/* spm_model given: its bytes become spm.{model,vocab}.tmp, in place of a
+ * trained model, so the data dir's ids are those of the model it names. */
+static int copy_given_spm(const pmt_config *cfg, output_set *out, char *model_path, char *err, size_t errlen) {
+    char prefix[PMT_PATH_MAX + 16], inner[1024];
+    if (expect_spm_outputs(cfg, out, prefix, sizeof prefix, model_path, err, errlen) != 0) return -1;
+    pmt_spm *spm = pmt_spm_load_file(cfg->spm_model, inner, sizeof inner);
+    if (!spm) {
+        snprintf(err, errlen, "spm_model: %s", inner);
+        return -1;
+    }
+    int rc = pmt_spm_save(spm, prefix, inner, sizeof inner);
+    if (rc != 0) snprintf(err, errlen, "%s", inner);
+    pmt_spm_free(spm);
+    return rc;
 }
 
 /* ---- encoding --------------------------------------------------------- */
@@ -579,7 +627,8 @@ static int run_phases(const pmt_config *cfg, pmt_pair_list *list, output_set *ou
     t = pmt_now_seconds();
     if (rc == 0) {
         const char *train_text[PMT_SIDES] = {text[PMT_SPLIT_TRAIN][PMT_SIDE_EN], text[PMT_SPLIT_TRAIN][PMT_SIDE_ES]};
-        rc = train_spm(cfg, train_text, 2 * n_pairs[PMT_SPLIT_TRAIN], out, model_path, err, errlen);
+        rc = cfg->spm_model[0] ? copy_given_spm(cfg, out, model_path, err, errlen)
+                               : train_spm(cfg, train_text, 2 * n_pairs[PMT_SPLIT_TRAIN], out, model_path, err, errlen);
     }
     stats->seconds_spm = pmt_now_seconds() - t;
 
@@ -593,7 +642,9 @@ static int run_phases(const pmt_config *cfg, pmt_pair_list *list, output_set *ou
 int pmt_prepare(const pmt_config *cfg, FILE *log, pmt_prepare_stats *stats, char *err, size_t errlen) {
     double start = pmt_now_seconds();
     memset(stats, 0, sizeof *stats);
-    if (validate_options(cfg, err, errlen) != 0 || make_output_dir(cfg->data_dir, err, errlen) != 0) return -1;
+    if (validate_options(cfg, err, errlen) != 0 || (cfg->spm_model[0] && check_given_spm(cfg, err, errlen) != 0) ||
+        make_output_dir(cfg->data_dir, err, errlen) != 0)
+        return -1;
 
     pmt_pair_list list;
     if (pmt_prepare_read_pairs(cfg, log, &list, stats, err, errlen) != 0) return -1;

@@ -83,8 +83,10 @@ static void write_config(FILE *f, const pmt_config *cfg) {
             cfg->valid_size, cfg->test_size, cfg->max_words, cfg->max_ratio);
     fprintf(f, "    \"vocab_size\": %d, \"spm_model_type\": ", cfg->vocab_size);
     pmt_json_string(f, cfg->spm_model_type);
-    fprintf(f, ", \"character_coverage\": %.17g, \"spm_sample_sentences\": %d, \"seed\": %lu}\n",
-            cfg->character_coverage, cfg->spm_sample_sentences, cfg->seed);
+    fprintf(f, ", \"character_coverage\": %.17g, \"spm_sample_sentences\": %d, \"spm_model\": ",
+            cfg->character_coverage, cfg->spm_sample_sentences);
+    pmt_json_string(f, cfg->spm_model);
+    fprintf(f, ", \"seed\": %lu}\n", cfg->seed);
 }
 
 /* The whole manifest; I/O errors are caught by the caller via ferror/fclose. */
@@ -147,8 +149,12 @@ void pmt_prepare_print_summary(FILE *out, const pmt_config *cfg, const pmt_prepa
                 r->split_pairs[PMT_SPLIT_VALID], r->split_pairs[PMT_SPLIT_TEST], x->invalid_utf8, x->malformed,
                 x->empty, x->duplicate, x->too_long, x->length_ratio, x->markup, x->held_out);
     }
-    fprintf(out, "  vocab %d (%s), %d ids used in train (%.1f%%)\n", st->vocab_size, cfg->spm_model_type,
-            st->vocab_used_in_train, 100.0 * ratio(st->vocab_used_in_train, st->vocab_size));
+    if (cfg->spm_model[0])
+        fprintf(out, "  vocab %d (given: %s), %d ids used in train (%.1f%%)\n", st->vocab_size, cfg->spm_model,
+                st->vocab_used_in_train, 100.0 * ratio(st->vocab_used_in_train, st->vocab_size));
+    else
+        fprintf(out, "  vocab %d (%s), %d ids used in train (%.1f%%)\n", st->vocab_size, cfg->spm_model_type,
+                st->vocab_used_in_train, 100.0 * ratio(st->vocab_used_in_train, st->vocab_size));
     fprintf(out, "  time: read %.2fs, split %.2fs, spm %.2fs, encode %.2fs, write %.2fs, total %.2fs\n",
             st->seconds_read, st->seconds_split, st->seconds_spm, st->seconds_encode, st->seconds_write,
             st->seconds_total);

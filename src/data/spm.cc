@@ -197,6 +197,22 @@ int pmt_spm_train(const char *const *input_files, int n_files, const char *model
     return -1;
 }
 
+int pmt_spm_save(const pmt_spm *spm, const char *model_prefix, char *err, size_t errlen) {
+    try {
+        const std::string prefix(model_prefix), vocab = vocab_text(spm->processor);
+        if (pmt_atomic_write((prefix + ".model").c_str(), spm->serialized.data(), spm->serialized.size(), err,
+                             errlen) != 0 ||
+            pmt_atomic_write((prefix + ".vocab").c_str(), vocab.data(), vocab.size(), err, errlen) != 0)
+            return -1;
+        return 0;
+    } catch (const std::exception &e) {
+        set_error(err, errlen, std::string("cannot write SentencePiece model '") + model_prefix + ".model': " + e.what());
+    } catch (...) {
+        set_error(err, errlen, std::string("cannot write SentencePiece model '") + model_prefix + ".model'");
+    }
+    return -1;
+}
+
 pmt_spm *pmt_spm_load_buffer(const void *data, size_t size, char *err, size_t errlen) {
     try {
         if (!data || size == 0) { set_error(err, errlen, "empty SentencePiece model buffer"); return nullptr; }

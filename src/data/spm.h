@@ -38,6 +38,10 @@ void pmt_spm_train_options_default(pmt_spm_train_options *opt);
 int pmt_spm_train(const char *const *input_files, int n_files, const char *model_prefix,
                   const pmt_spm_train_options *opt, char *err, size_t errlen);
 
+/* Writes spm's model as <prefix>.model (its bytes, unchanged) and
+ * <prefix>.vocab (the "piece<TAB>score" text of pmt_spm_train), so a data dir
+ * that reuses another's vocabulary holds the same files. 0 or -1 with err. */
+int pmt_spm_save(const pmt_spm *spm, const char *model_prefix, char *err, size_t errlen);
 pmt_spm *pmt_spm_load_file(const char *path, char *err, size_t errlen);
 /* Loads from the bytes of a .model file (e.g. embedded in a checkpoint). */
 pmt_spm *pmt_spm_load_buffer(const void *data, size_t size, char *err, size_t errlen);

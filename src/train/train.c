@@ -6,7 +6,9 @@
  */
 #include "train/train.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -14,11 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "data/batcher.h"
 #include "model/average.h"
 #include "model/checkpoint.h"
+#include "model/model_file.h"
 #include "nn/gemm.h"
 #include "train/dist.h"
 #include "core/build_info.h"
@@ -68,6 +72,7 @@ typedef struct trainer {
     double last_loss, last_accuracy;        /* latest train row, for the live line */
     double valid_loss, valid_accuracy;
     char last_path[PMT_PATH_MAX + 16], best_path[PMT_PATH_MAX + 16], tsv_path[PMT_PATH_MAX + 16];
+    int save_dir_fd;                        /* save_dir, flock'ed while the run lives (-1: not held) */
 } trainer;
 
 /* ------------------------------------------------------------------ */
@@ -231,7 +236,58 @@ static void resume_ema(trainer *t, const pmt_checkpoint *ck) {
                              t->last_path);
 }
 
+/* init_from (fine-tuning, as fairseq's --finetune-from-model and Marian's
+ * --pretrained-model): the weights of another model, a new optimizer,
+ * schedule and data position (step 0). The translating weights are taken,
+ * the moving average when there is one, since those are the ones the model
+ * was chosen by. Refused: a model of another shape (tensor table), of another
+ * vocabulary (its ids would index other pieces: same size is not enough, the
+ * SentencePiece bytes must match the data's). An int8/bf16 export is a
+ * starting point too (a shipped file is often all a user has): its rounded
+ * weights, widened, with a note; the rounding is far below what fine-tuning
+ * changes, and the run's own checkpoints are fp32 from there on. */
+static int init_from_model(trainer *t, char *err, size_t errlen) {
+    const char *path = t->cfg.init_from;
+    pmt_checkpoint ck;
+    char inner[512];
+    if (pmt_checkpoint_load(&ck, path, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "init_from: %s", inner);
+        return -1;
+    }
+    int rc = 0;
+    if (t->data->spm && (ck.spm_size != t->data->spm_size || memcmp(ck.spm, t->data->spm, ck.spm_size))) {
+        snprintf(err, errlen, "init_from '%s' was trained with another vocabulary than %s/spm.model (SentencePiece "
+                 "checksums %08x and %08x): prepare the data with its vocabulary, `projmt prepare --spm-model "
+                 "<its data dir>/spm.model`", path, t->cfg.data_dir,
+                 pmt_corpus_spm_checksum(ck.spm, ck.spm_size),
+                 pmt_corpus_spm_checksum(t->data->spm, t->data->spm_size));
+        rc = -1;
+    }
+    const int had_ema = ck.has_ema || ck.params_are_ema;
+    if (rc == 0) pmt_checkpoint_use_ema(&ck);
+    if (rc == 0 && pmt_checkpoint_copy_params(&ck, &t->model, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "init_from '%s': %s (give the model flags it was trained with)", path, inner);
+        rc = -1;
+    }
+    if (rc == 0 && ck.weights != PMT_WEIGHTS_FP32)
+        pmt_progress_message(&t->log, "note: %s stores %s weights: training starts from their rounded values, "
+                             "widened to fp32 (its checkpoint or an fp32 export starts from the exact ones)", path,
+                             ck.weights == PMT_WEIGHTS_INT8 ? "int8" : "bf16");
+    if (rc == 0) {
+        if (t->ema) memcpy(t->ema, t->model.params, t->model.n_params * sizeof(float));
+        pmt_progress_message(&t->log, "fine-tuning from %s (%s%s): new optimizer, schedule and data position", path,
+                             had_ema ? "its moving average" : "its weights",
+                             ck.has_state ? "" : ", no training state");
+        if (ck.has_state)
+            pmt_progress_message(&t->log, "  it had trained %lld steps (%lld tokens)", (long long)ck.state.step,
+                                 (long long)ck.state.tokens_seen);
+    }
+    pmt_checkpoint_free(&ck);
+    return rc;
+}
+
 /* Continues from save_dir/last.ckpt if present (and not fresh), else
+ * starts from init_from's weights, else
  * initializes the parameters from the seed. Returns the step resumed at. */
 static int resume_or_init(trainer *t, char *err, size_t errlen) {
     memset(&t->st, 0, sizeof t->st);
@@ -239,6 +295,7 @@ static int resume_or_init(trainer *t, char *err, size_t errlen) {
     t->st.train_pairs = t->data->train->n_pairs;
     t->st.train_checksum = t->data->train->checksum;
     if (t->opt->fresh || access(t->last_path, F_OK) != 0) {
+        if (t->cfg.init_from[0]) return init_from_model(t, err, errlen);
         pmt_model_init_params(&t->model, t->cfg.seed);
         if (t->ema) memcpy(t->ema, t->model.params, t->model.n_params * sizeof(float));
         return 0;
@@ -262,6 +319,9 @@ static int resume_or_init(trainer *t, char *err, size_t errlen) {
                              (long long)t->st.step, (long long)t->st.epoch + 1, (long long)t->st.batch);
         forget_best_of_other_metric(t, &ck);
         note_other_precision(t, &ck);
+        if (t->cfg.init_from[0])
+            pmt_progress_message(&t->log, "note: init_from '%s' applies to a new run only; this one continues from "
+                                 "%s (--fresh to start over from init_from)", t->cfg.init_from, t->last_path);
     }
     pmt_checkpoint_free(&ck);
     return rc;
@@ -470,6 +530,64 @@ static int save_numbered(trainer *t, char *err, size_t errlen) {
     }
     free(steps);
     return 0;
+}
+
+/* A save's temporary (<name>.tmp, core/fileio.h) that this trainer writes:
+ * last.ckpt.tmp, best.ckpt.tmp or step-<digits>.ckpt.tmp. */
+static int is_own_temporary(const char *name) {
+    if (!strcmp(name, "last.ckpt.tmp") || !strcmp(name, "best.ckpt.tmp")) return 1;
+    if (strncmp(name, "step-", 5) != 0) return 0;
+    const char *p = name + 5;
+    if (*p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+    return !strcmp(p, ".ckpt.tmp");
+}
+
+/* Why: a run killed inside a save (SIGKILL, power loss) leaves its
+ * <name>.tmp behind; the next run on the folder overwrites last.ckpt.tmp at
+ * its first save, but a best.ckpt.tmp or step-<N>.ckpt.tmp it never writes
+ * again would stay for good. Removing them is safe only when no other run
+ * writes there, so the folder is flock'ed first (released by the kernel
+ * however the run ends) and a second run on it is refused instead of the
+ * two overwriting each other's last.ckpt. */
+static int claim_save_dir(trainer *t, char *err, size_t errlen) {
+    const char *dir = t->cfg.save_dir;
+    t->save_dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (t->save_dir_fd < 0) {
+        snprintf(err, errlen, "cannot open save_dir '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    if (flock(t->save_dir_fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(t->save_dir_fd);
+        t->save_dir_fd = -1;
+        if (e == EWOULDBLOCK)
+            snprintf(err, errlen, "save_dir '%s' is in use by another projmt train: wait for it to end, or give "
+                     "this run its own --save-dir", dir);
+        else
+            snprintf(err, errlen, "cannot lock save_dir '%s': %s", dir, strerror(e));
+        return -1;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "cannot list save_dir '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    int rc = 0;
+    const struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (!is_own_temporary(e->d_name)) continue;
+        char path[PMT_PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0) {
+            pmt_progress_message(&t->log, "removed '%s', left by a save that was interrupted", path);
+        } else if (errno != ENOENT) {
+            snprintf(err, errlen, "cannot remove '%s', left by an interrupted save: %s", path, strerror(errno));
+            rc = -1;
+        }
+    }
+    closedir(d);
+    return rc;
 }
 
 /* --fresh: the old run's best.ckpt and step-<N>.ckpt files go, so that
@@ -780,6 +898,7 @@ static int setup(trainer *t, char *err, size_t errlen) {
     snprintf(t->best_path, sizeof t->best_path, "%s/best.ckpt", c->save_dir);
     snprintf(t->tsv_path, sizeof t->tsv_path, "%s/train.tsv", c->save_dir);
     t->log.quiet = t->opt->quiet || !root;
+    if (root && claim_save_dir(t, err, errlen) != 0) return -1;
     if (root && t->opt->fresh && remove_old_run(t, err, errlen) != 0) return -1;
     if (setup_batchers(t, err, errlen) != 0) return -1;
     if (pmt_model_init(&t->model, c, t->data->vocab_size, c->batch_tokens, c->max_len, inner, sizeof inner) != 0 ||
@@ -838,6 +957,7 @@ static void teardown(trainer *t, char *err, size_t errlen, int *rc) {
     pmt_model_free(&t->model);
     pmt_batcher_free(&t->train_b);
     if (t->has_valid) pmt_batcher_free(&t->valid_b);
+    if (t->save_dir_fd >= 0) close(t->save_dir_fd);   /* releases the flock */
 }
 
 /* pmt_train_run, told whether the data's vocabulary was checked (the
@@ -863,6 +983,7 @@ static int run(const pmt_config *cfg, const pmt_train_data *data, int vocabulary
     t->opt = opt ? opt : &default_opt;
     t->hooks = hooks ? hooks : &no_hooks;
     t->session_start = pmt_now_seconds();
+    t->save_dir_fd = -1;
     t->valid_loss = t->valid_accuracy = NAN;
     memset(res, 0, sizeof *res);
     /* Alone: every core. Several ranks on one machine share its cores. */
