@@ -207,11 +207,14 @@ def card(r):
     add("| candidate | what | validation BLEU | validation chrF |")
     add("|---|---|---|---|")
     what = {"best": "best.ckpt (best validation during training)", "avg": "mean of the newest numbered checkpoints",
-            "last-ema": "last.ckpt, moving average", "last-raw": "last.ckpt, raw weights", "last": "last.ckpt",
-            "main": "the main run's last.ckpt (moving average), before fine-tuning"}
+            "last-ema": "last.ckpt, moving average", "last-raw": "last.ckpt, raw weights", "last": "last.ckpt"}
     if ft:
-        what.update({k: v.replace("last.ckpt", "the fine-tuned last.ckpt").replace("best.ckpt", "fine-tuned best.ckpt")
-                     .replace("newest numbered", "fine-tuning's newest numbered") for k, v in what.items() if k != "main"})
+        what = {"best": "the fine-tuning's best.ckpt (best validation)",
+                "avg": "mean of the fine-tuning's newest numbered checkpoints",
+                "last-ema": "the fine-tuning's last.ckpt, moving average",
+                "last-raw": "the fine-tuning's last.ckpt, raw weights", "last": "the fine-tuning's last.ckpt",
+                "main": f"`{start['path']}`, the model fine-tuned" if start
+                        else "the main run's last.ckpt (moving average), before fine-tuning"}
     for c in s["candidates"]:
         mark = " **(shipped)**" if c["label"] == s["chosen"] else ""
         add(f"| `{c['label']}`{mark} | {what.get(c['label'], c['checkpoint'])} | {f2(c['bleu'])} | {f2(c['chrf'])} |")

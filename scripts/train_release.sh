@@ -53,8 +53,8 @@
 #                          main run; it is copied into RUN first, and the
 #                          card names it with its sha256 and the commit that
 #                          last changed it
-# The candidates are then the fine-tuned run's, plus the main run's moving
-# average (so fine-tuning is kept only when validation says it helps).
+# The candidates are then the fine-tuned run's, plus the model it started
+# from (so fine-tuning is kept only when validation says it helps).
 # Evaluation and output:
 #   --data-dir D           prepared data (data/release-mix; prepared when missing)
 #   --corpora all|spa      what D is prepared from when missing: all (spa.txt,

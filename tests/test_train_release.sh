@@ -374,6 +374,8 @@ assert r["started_from"]["sha256"] == sys.argv[2], r["started_from"]
 assert r["training"]["steps"] == 3 and r["finetune"]["steps"] == 3, (r["training"], r["finetune"])' \
   "$tmp/out-from/en-es.results.json" "$(sha256sum "$tmp/start.int8.pmt" | cut -d' ' -f1)"
 check "...and the card says where it started" grep -q "| started from | .*start.int8.pmt" "$tmp/out-from/README.md"
+check "...and names it as the candidate 'main'" grep -q "| \`main\` | \`.*start.int8.pmt\`, the model fine-tuned |" \
+  "$tmp/out-from/README.md"
 bash "$release" --finetune-from "$tmp/start.int8.pmt" > "$tmp/usage-from.log" 2>&1
 status=$?
 check "--finetune-from without --finetune-steps exits 2 (got $status)" [ $status -eq 2 ]

@@ -406,24 +406,25 @@ static int train_spm(const pmt_config *cfg, const char *train_text[PMT_SIDES], l
 
 /* A given model (spm_model) must use the special ids the batcher, the model
  * and the search hard-wire (data/vocab.h): one trained elsewhere with other
- * ids would encode without error and train on garbage. Checked before any
- * input is read, so a wrong file fails at once. */
-static int check_given_spm(const pmt_config *cfg, char *err, size_t errlen) {
+ * ids would encode without error and train on garbage. Loaded once before
+ * any input is read, so a wrong file fails at once, and again to copy it.
+ * The model, or NULL with err. */
+static pmt_spm *load_given_spm(const pmt_config *cfg, char *err, size_t errlen) {
     char inner[1024];
     pmt_spm *spm = pmt_spm_load_file(cfg->spm_model, inner, sizeof inner);
     if (!spm) {
         snprintf(err, errlen, "spm_model: %s", inner);
-        return -1;
+        return NULL;
     }
-    int ok = pmt_spm_pad_id(spm) == PMT_PAD_ID && pmt_spm_unk_id(spm) == PMT_UNK_ID &&
-             pmt_spm_bos_id(spm) == PMT_BOS_ID && pmt_spm_eos_id(spm) == PMT_EOS_ID;
-    if (!ok)
-        snprintf(err, errlen, "spm_model '%s' has special ids pad %d, unk %d, bos %d, eos %d; projmt needs %d, %d, %d, "
-                 "%d (use the spm.model of a data dir projmt prepared)", cfg->spm_model, pmt_spm_pad_id(spm),
-                 pmt_spm_unk_id(spm), pmt_spm_bos_id(spm), pmt_spm_eos_id(spm), PMT_PAD_ID, PMT_UNK_ID, PMT_BOS_ID,
-                 PMT_EOS_ID);
+    if (pmt_spm_pad_id(spm) == PMT_PAD_ID && pmt_spm_unk_id(spm) == PMT_UNK_ID && pmt_spm_bos_id(spm) == PMT_BOS_ID &&
+        pmt_spm_eos_id(spm) == PMT_EOS_ID)
+        return spm;
+    snprintf(err, errlen, "spm_model '%s' has special ids pad %d, unk %d, bos %d, eos %d; projmt needs %d, %d, %d, "
+             "%d (use the spm.model of a data dir projmt prepared)", cfg->spm_model, pmt_spm_pad_id(spm),
+             pmt_spm_unk_id(spm), pmt_spm_bos_id(spm), pmt_spm_eos_id(spm), PMT_PAD_ID, PMT_UNK_ID, PMT_BOS_ID,
+             PMT_EOS_ID);
     pmt_spm_free(spm);
-    return ok ? 0 : -1;
+    return NULL;
 }
 
 /* spm_model given: its bytes become spm.{model,vocab}.tmp, in place of a
@@ -431,11 +432,8 @@ static int check_given_spm(const pmt_config *cfg, char *err, size_t errlen) {
 static int copy_given_spm(const pmt_config *cfg, output_set *out, char *model_path, char *err, size_t errlen) {
     char prefix[PMT_PATH_MAX + 16], inner[1024];
     if (expect_spm_outputs(cfg, out, prefix, sizeof prefix, model_path, err, errlen) != 0) return -1;
-    pmt_spm *spm = pmt_spm_load_file(cfg->spm_model, inner, sizeof inner);
-    if (!spm) {
-        snprintf(err, errlen, "spm_model: %s", inner);
-        return -1;
-    }
+    pmt_spm *spm = load_given_spm(cfg, err, errlen);
+    if (!spm) return -1;
     int rc = pmt_spm_save(spm, prefix, inner, sizeof inner);
     if (rc != 0) snprintf(err, errlen, "%s", inner);
     pmt_spm_free(spm);
@@ -642,9 +640,13 @@ static int run_phases(const pmt_config *cfg, pmt_pair_list *list, output_set *ou
 int pmt_prepare(const pmt_config *cfg, FILE *log, pmt_prepare_stats *stats, char *err, size_t errlen) {
     double start = pmt_now_seconds();
     memset(stats, 0, sizeof *stats);
-    if (validate_options(cfg, err, errlen) != 0 || (cfg->spm_model[0] && check_given_spm(cfg, err, errlen) != 0) ||
-        make_output_dir(cfg->data_dir, err, errlen) != 0)
-        return -1;
+    if (validate_options(cfg, err, errlen) != 0) return -1;
+    if (cfg->spm_model[0]) {
+        pmt_spm *given = load_given_spm(cfg, err, errlen);
+        if (!given) return -1;
+        pmt_spm_free(given);
+    }
+    if (make_output_dir(cfg->data_dir, err, errlen) != 0) return -1;
 
     pmt_pair_list list;
     if (pmt_prepare_read_pairs(cfg, log, &list, stats, err, errlen) != 0) return -1;

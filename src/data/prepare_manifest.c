@@ -149,12 +149,9 @@ void pmt_prepare_print_summary(FILE *out, const pmt_config *cfg, const pmt_prepa
                 r->split_pairs[PMT_SPLIT_VALID], r->split_pairs[PMT_SPLIT_TEST], x->invalid_utf8, x->malformed,
                 x->empty, x->duplicate, x->too_long, x->length_ratio, x->markup, x->held_out);
     }
-    if (cfg->spm_model[0])
-        fprintf(out, "  vocab %d (given: %s), %d ids used in train (%.1f%%)\n", st->vocab_size, cfg->spm_model,
-                st->vocab_used_in_train, 100.0 * ratio(st->vocab_used_in_train, st->vocab_size));
-    else
-        fprintf(out, "  vocab %d (%s), %d ids used in train (%.1f%%)\n", st->vocab_size, cfg->spm_model_type,
-                st->vocab_used_in_train, 100.0 * ratio(st->vocab_used_in_train, st->vocab_size));
+    fprintf(out, "  vocab %d (%s%s), %d ids used in train (%.1f%%)\n", st->vocab_size,
+            cfg->spm_model[0] ? "given: " : "", cfg->spm_model[0] ? cfg->spm_model : cfg->spm_model_type,
+            st->vocab_used_in_train, 100.0 * ratio(st->vocab_used_in_train, st->vocab_size));
     fprintf(out, "  time: read %.2fs, split %.2fs, spm %.2fs, encode %.2fs, write %.2fs, total %.2fs\n",
             st->seconds_read, st->seconds_split, st->seconds_spm, st->seconds_encode, st->seconds_write,
             st->seconds_total);
