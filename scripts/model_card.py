@@ -72,6 +72,28 @@ def attention_text(model):
     return f"attention: encoder self {sites[0]}, decoder self {sites[1]}, decoder cross {sites[2]}"
 
 
+def origin_text(start):
+    """A started-from model: its path, the committed release it is a file of
+    (release_results.released_as) and its sha256."""
+    release, commit = start.get("release"), start.get("commit")
+    if release:
+        what = (f"the fp32 export of `{release['shipped_path']}`" if release["weights"] == "fp32"
+                else f"`{release['shipped_path']}`")
+        where = f" ({what} of commit `{release['commit']}`)"
+    else:
+        where = f" of commit `{commit}`" if commit and commit != "unknown" else " (no committed release)"
+    return f"`{start['path']}`{where}, sha256 {start['sha256'][:12]}…"
+
+
+def schedule_text(train):
+    """The lr schedule after warm-up, as projmt train's --lr-schedule says it."""
+    kind = train.get("lr_schedule", "inverse-sqrt")
+    if kind == "inverse-sqrt":
+        return "inverse-sqrt decay"
+    end = train.get("decay_steps") or train.get("max_steps")
+    return f"{kind} decay to {train.get('min_lr', 0):g} at step {count(end) if end else 'the budget end'}"
+
+
 def budget_text(budget):
     if "max_steps" in budget:
         return f"{count(budget['max_steps'])} steps"
@@ -176,7 +198,7 @@ def card(r):
     add(f"| parameters | {count(r['parameters'])} |")
     add(f"| training precision | {tr['precision']} |")
     add(f"| batches | {count(train.get('batch_tokens'))} tokens, Adam lr {train.get('lr'):g}, "
-        f"{count(train.get('warmup'))} warm-up steps, dropout {model.get('dropout'):g}, "
+        f"{count(train.get('warmup'))} warm-up steps, {schedule_text(train)}, dropout {model.get('dropout'):g}, "
         f"label smoothing {model.get('label_smoothing'):g}, seed {cfg.get('data', {}).get('seed')} |")
     add(f"| budget | {budget_text(tr['budget'])} |")
     add(f"| trained | {count(tr['steps'])} steps, {tr['epochs']:.2f} epochs, {minutes_text(tr['wall_minutes'])} "
@@ -185,11 +207,13 @@ def card(r):
         + f", {str(tr['threads']) + ' thread(s)' if tr['threads'] else 'all cores'} on "
         f"{r['machine']['cpu'] or 'an unknown CPU'} ({r['machine']['cores']} cores) |")
     ft, start = r.get("finetune"), r.get("started_from")
-    if start:
-        add(f"| started from | `{start['path']}` of commit `{start['commit']}` (sha256 {start['sha256'][:12]}…): "
-            f"the rows below are its fine-tuning on {primary_name(data)} alone "
-            f"({count(ft['train_pairs'])} training pairs, its vocabulary) |")
-    elif ft:
+    if start and start.get("stage", "finetune") == "finetune":
+        add(f"| started from | {origin_text(start)}: the rows below are its fine-tuning on {primary_name(data)} "
+            f"alone ({count(ft['train_pairs'])} training pairs, its vocabulary) |")
+    elif start:
+        add(f"| started from | {origin_text(start)}: the run above began from its weights (train --init-from; "
+            f"a new optimizer, schedule and data position) |")
+    if ft and not (start and start.get("stage", "finetune") == "finetune"):
         add(f"| fine-tuning | then {count(ft['steps'])} steps on {primary_name(data)} alone "
             f"({count(ft['train_pairs'])} training pairs, the main data's vocabulary) from the main run's "
             f"moving average, Adam lr {ft['lr']:g}, {count(ft['warmup'])} warm-up steps, "

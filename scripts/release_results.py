@@ -155,10 +155,47 @@ def speed(work, weights):
             "load_average_1min": max(loads), **picked, "all_runs": [j["runs"] for j in rounds]}
 
 
+def git(*args):
+    """A git command's output in the repository, None when it fails."""
+    r = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def released_as(digest, results_file):
+    """The committed release a model file belongs to: the newest commit whose
+    results file (this release's NAME.results.json, as committed) lists a file
+    with this sha256, as {commit, weights (the file of it that matched),
+    shipped_path}; None when none does (a file
+    of no committed release, or the results file is not in git)."""
+    rel = os.path.relpath(os.path.abspath(results_file), REPO)
+    if rel.startswith(os.pardir):
+        return None
+    for commit in (git("log", "--format=%h", "--", rel) or "").split():
+        text = git("show", f"{commit}:{rel}")
+        try:
+            release = json.loads(text) if text else {}
+        except ValueError:
+            continue
+        files = release.get("files", {})
+        for weights in (release.get("weights"), "fp32"):
+            f = files.get(weights) if weights else None
+            if isinstance(f, dict) and f.get("sha256") == digest:
+                shipped = files.get(release.get("weights"), {})
+                return {"commit": commit, "weights": weights, "shipped_path": shipped.get("path")}
+    return None
+
+
+def started_from(shown, used, results_file, stage):
+    """Where a run's weights came from (train --init-from): the path as the
+    user gave it, the sha256 of the file actually read (train_release copies a
+    --finetune-from file first: the original may be the file this release
+    overwrites), and the committed release it belongs to, if any."""
+    digest = sha256(used)
+    return {"path": shown_path(shown), "sha256": digest, "stage": stage,
+            "release": released_as(digest, results_file)}
+
+
 def git_facts():
-    def git(*args):
-        r = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True)
-        return r.stdout.strip() if r.returncode == 0 else None
     commit = git("rev-parse", "HEAD")
     dirty = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "modified_files": None if dirty is None else len(dirty.splitlines())}
@@ -271,7 +308,8 @@ def main():
     ap.add_argument("--finetune-data-dir", help="its prepared data (spa.txt with the main data's vocabulary)")
     ap.add_argument("--finetune-from", help="the model fine-tuned, when there was no main run (--run is then the "
                     "fine-tuning run)")
-    ap.add_argument("--finetune-from-commit", help="the commit that last changed that file")
+    ap.add_argument("--finetune-from-copy", help="the copy of that file that was fine-tuned (its sha256 is "
+                    "recorded: the file itself may be the one this release overwrites)")
     ap.add_argument("--max-mb", type=float, required=True)
     a = ap.parse_args()
     work, w = a.work, a.weights
@@ -281,6 +319,13 @@ def main():
         if config.get(section, {}).get(key):
             config[section][key] = shown_path(config[section][key])
     train_cfg = config.get("train", {})
+    # A main run started from another model's weights (train --init-from).
+    init_from = train_cfg.get("init_from") or None
+    if init_from and not os.path.isfile(init_from):
+        fail(f"the main run started from {init_from} (train --init-from), which is gone: the card could not "
+             "name it; put it back or give it again")
+    if init_from:
+        train_cfg["init_from"] = shown_path(init_from)
     with open(os.path.join(work, "chosen.txt"), encoding="utf-8") as f:
         chosen = f.read().strip()
     candidates = []
@@ -317,8 +362,9 @@ def main():
                      "keep_last": train_cfg.get("keep_last"), "threads": train_cfg.get("threads"),
                      "budget": {k: train_cfg.get(k) for k in ("minutes", "max_steps") if train_cfg.get(k)}},
         "finetune": finetune_facts(a.finetune, a.finetune_data_dir) if a.finetune else None,
-        "started_from": {"path": shown_path(a.finetune_from), "sha256": sha256(a.finetune_from),
-                         "commit": a.finetune_from_commit} if a.finetune_from else None,
+        "started_from": started_from(a.finetune_from, a.finetune_from_copy or a.finetune_from, a.output, "finetune")
+                        if a.finetune_from else
+                        started_from(init_from, init_from, a.output, "main") if init_from else None,
         "selection": {"split": "valid", "sentences": select_sentences, "beam_size": a.beam_size,
                       "metric": "bleu", "candidates": candidates, "chosen": chosen},
         "weights": w,

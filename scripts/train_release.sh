@@ -460,7 +460,7 @@ if [ -n "$finetune_from" ]; then
   # No main run here: the card's training is the fine-tuning run's.
   results_run=$final_run
   ft_args=(--finetune "$final_run" --finetune-data-dir "$ft_data" --finetune-from "$finetune_from"
-           --finetune-from-commit "${start_commit:-unknown}")
+           --finetune-from-copy "$start_model")
 elif [ "$final_run" != "$run" ]; then
   ft_args=(--finetune "$final_run" --finetune-data-dir "$ft_data")
 fi

@@ -358,24 +358,79 @@ PROJMT_CORPUS=$tmp/pairs.tsv bash "$release" "${ft_args[@]}" > "$tmp/ft-again.lo
 check "...run again, both trainings are reused" \
   bash -c "grep -q 'train: finished earlier' '$tmp/ft-again.log' && grep -q 'fine-tune: finished earlier' '$tmp/ft-again.log'"
 # --finetune-from: no main run; the given model (here the release above) is
-# copied into the run folder and fine-tuned; the card names it.
+# copied into the run folder and fine-tuned; the card names it. The file is
+# the one this release writes over (as with --finetune-from models/… and the
+# default --out-dir models): the results must give the sha256 of the file
+# that was fine-tuned, not of the new one (they did before).
 cp "$out/en-es.int8.pmt" "$tmp/start.int8.pmt"
-from_args=("${args[@]}" --run "$tmp/run-from" --out-dir "$tmp/out-from" --finetune-steps 3 --finetune-from "$tmp/start.int8.pmt")
+mkdir -p "$tmp/out-from"
+cp "$out/en-es.int8.pmt" "$tmp/out-from/en-es.int8.pmt"
+from_args=("${args[@]}" --run "$tmp/run-from" --out-dir "$tmp/out-from" --finetune-steps 3
+           --finetune-from "$tmp/out-from/en-es.int8.pmt")
 PROJMT_CORPUS=$tmp/pairs.tsv bash "$release" "${from_args[@]}" > "$tmp/from.log" 2>&1
 status=$?
 check "with --finetune-from it exits 0 (got $status: $(last_lines "$tmp/from.log"))" [ $status -eq 0 ]
-check "...training no main run" bash -c "grep -q 'train: none (fine-tuning $tmp/start.int8.pmt' '$tmp/from.log' && [ ! -e '$tmp/run-from/last.ckpt' ]"
+check "...training no main run" bash -c "grep -q 'train: none (fine-tuning $tmp/out-from/en-es.int8.pmt' '$tmp/from.log' && [ ! -e '$tmp/run-from/last.ckpt' ]"
 check "...fine-tuning a copy of the file" cmp -s "$tmp/start.int8.pmt" "$tmp/run-from/start.pmt"
 check "...from its weights" grep -q "fine-tuning from $tmp/run-from/start.pmt" "$tmp/run-from/finetune/logs/train.log"
-check "...the results name it by sha256 and give the fine-tuning run's steps" /usr/bin/python3 -c '
+check "...writing the new model over it" bash -c "! cmp -s '$tmp/start.int8.pmt' '$tmp/out-from/en-es.int8.pmt'"
+check "...the results name the file fine-tuned by its sha256 and give the fine-tuning run's steps" /usr/bin/python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
-assert r["started_from"]["sha256"] == sys.argv[2], r["started_from"]
+s = r["started_from"]
+assert s["sha256"] == sys.argv[2] and s["stage"] == "finetune" and s["release"] is None, s
 assert r["training"]["steps"] == 3 and r["finetune"]["steps"] == 3, (r["training"], r["finetune"])' \
   "$tmp/out-from/en-es.results.json" "$(sha256sum "$tmp/start.int8.pmt" | cut -d' ' -f1)"
-check "...and the card says where it started" grep -q "| started from | .*start.int8.pmt" "$tmp/out-from/README.md"
-check "...and names it as the candidate 'main'" grep -q "| \`main\` | \`.*start.int8.pmt\`, the model fine-tuned |" \
+check "...and the card says where it started" \
+  grep -q "| started from | .en-es.int8.pmt. (no committed release), sha256 $(sha256sum "$tmp/start.int8.pmt" | cut -c1-12)…: the rows below are its fine-tuning" \
   "$tmp/out-from/README.md"
+check "...and names it as the candidate 'main'" grep -q "| \`main\` | \`en-es.int8.pmt\`, the model fine-tuned |" \
+  "$tmp/out-from/README.md"
+# A main run that starts from another model (-- --init-from FILE, e.g. to
+# train a shipped model further on the mix): the results and the card name
+# the file and the run's schedule.
+"$projmt" export --model "$run/last.ckpt" --out "$tmp/init.fp32.pmt" --weights fp32 > "$tmp/init-export.log" 2>&1
+init_args=("${args[@]}" --run "$tmp/run-init" --out-dir "$tmp/out-init" --max-steps 4 --
+           --init-from "$tmp/init.fp32.pmt" --warmup 2 --lr-schedule linear --min-lr 1e-4)
+bash "$release" "${init_args[@]}" > "$tmp/init.log" 2>&1
+status=$?
+check "a main run with --init-from exits 0 (got $status: $(last_lines "$tmp/init.log"))" [ $status -eq 0 ]
+check "...starting from the file's weights" grep -q "fine-tuning from $tmp/init.fp32.pmt" "$tmp/run-init/logs/train.log"
+check "...the results name it for the main run" /usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r["started_from"]
+assert s["sha256"] == sys.argv[2] and s["stage"] == "main" and r["finetune"] is None, (s, r["finetune"])
+assert r["config"]["train"]["init_from"] == s["path"] and s["path"].endswith("init.fp32.pmt"), (r["config"]["train"], s)' \
+  "$tmp/out-init/en-es.results.json" "$(sha256sum "$tmp/init.fp32.pmt" | cut -d' ' -f1)"
+check "...and the card gives it and the schedule" bash -c "grep -q '| started from | .*init.fp32.pmt. (no committed release), sha256 .*: the run above began from its weights' '$tmp/out-init/README.md' &&
+  grep -q 'warm-up steps, linear decay to 0.0001 at step 4,' '$tmp/out-init/README.md'"
+# The release a started-from file belongs to is found through the committed
+# results files: a made-up history of two releases.
+check "a started-from file is found in the committed release it belongs to" /usr/bin/python3 - "$here/../scripts" "$tmp/git" <<'PY'
+import json, os, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+import release_results as rr
+repo = sys.argv[2]
+os.makedirs(os.path.join(repo, "models"))
+def commit(files, message):
+    with open(os.path.join(repo, "models", "m.results.json"), "w") as f:
+        json.dump({"weights": "int8", "files": files}, f)
+    for cmd in (["add", "models"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message]):
+        subprocess.run(["git", "-C", repo, *cmd], check=True)
+    return subprocess.run(["git", "-C", repo, "log", "-1", "--format=%h"], capture_output=True, text=True).stdout.strip()
+subprocess.run(["git", "init", "-q", repo], check=True)
+first = commit({"int8": {"path": "models/m.int8.pmt", "sha256": "aa"}, "fp32": {"path": "x.pmt", "sha256": "bb"}}, "one")
+second = commit({"int8": {"path": "models/m.int8.pmt", "sha256": "cc"}, "fp32": {"path": "x.pmt", "sha256": "dd"}}, "two")
+rr.REPO = repo
+results = os.path.join(repo, "models", "m.results.json")
+got = [rr.released_as(d, results) for d in ("aa", "bb", "dd", "ee")]
+want = [{"commit": first, "weights": "int8", "shipped_path": "models/m.int8.pmt"},
+        {"commit": first, "weights": "fp32", "shipped_path": "models/m.int8.pmt"},
+        {"commit": second, "weights": "fp32", "shipped_path": "models/m.int8.pmt"}, None]
+assert got == want, (got, want)
+assert rr.released_as("aa", "/elsewhere/m.results.json") is None
+PY
 bash "$release" --finetune-from "$tmp/start.int8.pmt" > "$tmp/usage-from.log" 2>&1
 status=$?
 check "--finetune-from without --finetune-steps exits 2 (got $status)" [ $status -eq 2 ]
