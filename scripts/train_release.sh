@@ -47,7 +47,8 @@
 #   --finetune-steps N     steps of fine-tuning (0: none)
 #   --finetune-lr X        its peak lr (default 2e-4, about where the main
 #                          run's inverse-sqrt schedule is after 10k steps)
-#   --finetune-warmup N    its warm-up steps (default 200)
+#   --finetune-warmup N    its warm-up steps (default 200), then inverse-sqrt
+#                          decay (the main run's --lr-schedule does not apply)
 #   --finetune-from FILE   fine-tune this model (a checkpoint or an exported
 #                          file, e.g. the shipped one) instead of training a
 #                          main run; it is copied into RUN first, and the
@@ -299,7 +300,8 @@ fi
 # Fine-tuning on spa.txt alone (--finetune-steps): its own data dir (the
 # main data's vocabulary; prepare gives the same valid/test split as with
 # spa.txt primary in the mix), its own run folder and trained marker, the
-# main run's flags but for the data, the budget and the lr.
+# main run's flags but for the data, the budget and the lr, whose schedule
+# is its own (inverse-sqrt after its warm-up, whatever the main run's).
 final_run=$run
 if [ "$finetune_steps" -gt 0 ]; then
   ft_data=$data_dir-finetune-spa ft_run=$run/finetune final_run=$run/finetune
@@ -324,7 +326,8 @@ print(" ".join("--%s %s" % (k.replace("_", "-"), c[k]) for k in ("valid_size", "
   done
   mkdir -p "$ft_run/logs"
   ft_flags=("${train_flags[@]}" --data-dir "$ft_data" --save-dir "$ft_run" --max-steps "$finetune_steps" --epochs 0
-            --minutes 0 --init-from "$start_model" --lr "$finetune_lr" --warmup "$finetune_warmup")
+            --minutes 0 --init-from "$start_model" --lr "$finetune_lr" --warmup "$finetune_warmup"
+            --lr-schedule inverse-sqrt --decay-steps 0 --min-lr 0)
   "$projmt" train "${ft_flags[@]}" --dump-config > "$ft_run/logs/config.ini" 2> "$logs/config-finetune.err" ||
     die "projmt train refused the fine-tuning flags: $(cat "$logs/config-finetune.err")"
   ft_marker=$ft_run/logs/trained ft_recipe=$(printf '%q ' "${ft_flags[@]}")

@@ -390,7 +390,7 @@ check "...and names it as the candidate 'main'" grep -q "| \`main\` | \`en-es.in
 # train a shipped model further on the mix): the results and the card name
 # the file and the run's schedule.
 "$projmt" export --model "$run/last.ckpt" --out "$tmp/init.fp32.pmt" --weights fp32 > "$tmp/init-export.log" 2>&1
-init_args=("${args[@]}" --run "$tmp/run-init" --out-dir "$tmp/out-init" --max-steps 4 --
+init_args=("${args[@]}" --run "$tmp/run-init" --out-dir "$tmp/out-init" --max-steps 4 --finetune-steps 2 --
            --init-from "$tmp/init.fp32.pmt" --warmup 2 --lr-schedule linear --min-lr 1e-4)
 bash "$release" "${init_args[@]}" > "$tmp/init.log" 2>&1
 status=$?
@@ -400,11 +400,14 @@ check "...the results name it for the main run" /usr/bin/python3 -c '
 import json, sys
 r = json.load(open(sys.argv[1]))
 s = r["started_from"]
-assert s["sha256"] == sys.argv[2] and s["stage"] == "main" and r["finetune"] is None, (s, r["finetune"])
+assert s["sha256"] == sys.argv[2] and s["stage"] == "main" and r["finetune"]["steps"] == 2, (s, r["finetune"])
 assert r["config"]["train"]["init_from"] == s["path"] and s["path"].endswith("init.fp32.pmt"), (r["config"]["train"], s)' \
   "$tmp/out-init/en-es.results.json" "$(sha256sum "$tmp/init.fp32.pmt" | cut -d' ' -f1)"
 check "...and the card gives it and the schedule" bash -c "grep -q '| started from | .*init.fp32.pmt. (no committed release), sha256 .*: the run above began from its weights' '$tmp/out-init/README.md' &&
-  grep -q 'warm-up steps, linear decay to 0.0001 at step 4,' '$tmp/out-init/README.md'"
+  grep -q 'warm-up steps, linear decay to 0.0001 at step 4,' '$tmp/out-init/README.md' &&
+  grep -q '| fine-tuning | then 2 steps on' '$tmp/out-init/README.md'"
+check "...its fine-tuning has its own schedule, not the main run's" \
+  grep -qx "lr_schedule = inverse-sqrt" "$tmp/run-init/finetune/logs/config.ini"
 # The release a started-from file belongs to is found through the committed
 # results files: a made-up history of two releases.
 check "a started-from file is found in the committed release it belongs to" /usr/bin/python3 - "$here/../scripts" "$tmp/git" <<'PY'
