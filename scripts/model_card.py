@@ -207,13 +207,16 @@ def card(r):
         + f", {str(tr['threads']) + ' thread(s)' if tr['threads'] else 'all cores'} on "
         f"{r['machine']['cpu'] or 'an unknown CPU'} ({r['machine']['cores']} cores) |")
     ft, start = r.get("finetune"), r.get("started_from")
-    if start and start.get("stage", "finetune") == "finetune":
+    # The model fine-tuned when there was no main run (results from before
+    # "stage" was recorded knew no other start).
+    fine_tuned = start if start and start.get("stage", "finetune") == "finetune" else None
+    if fine_tuned:
         add(f"| started from | {origin_text(start)}: the rows below are its fine-tuning on {primary_name(data)} "
             f"alone ({count(ft['train_pairs'])} training pairs, its vocabulary) |")
     elif start:
         add(f"| started from | {origin_text(start)}: the run above began from its weights (train --init-from; "
             f"a new optimizer, schedule and data position) |")
-    if ft and not (start and start.get("stage", "finetune") == "finetune"):
+    if ft and not fine_tuned:
         add(f"| fine-tuning | then {count(ft['steps'])} steps on {primary_name(data)} alone "
             f"({count(ft['train_pairs'])} training pairs, the main data's vocabulary) from the main run's "
             f"moving average, Adam lr {ft['lr']:g}, {count(ft['warmup'])} warm-up steps, "
@@ -237,7 +240,7 @@ def card(r):
                 "avg": "mean of the fine-tuning's newest numbered checkpoints",
                 "last-ema": "the fine-tuning's last.ckpt, moving average",
                 "last-raw": "the fine-tuning's last.ckpt, raw weights", "last": "the fine-tuning's last.ckpt",
-                "main": f"`{start['path']}`, the model fine-tuned" if start
+                "main": f"`{fine_tuned['path']}`, the model fine-tuned" if fine_tuned
                         else "the main run's last.ckpt (moving average), before fine-tuning"}
     for c in s["candidates"]:
         mark = " **(shipped)**" if c["label"] == s["chosen"] else ""

@@ -165,8 +165,8 @@ def released_as(digest, results_file):
     """The committed release a model file belongs to: the newest commit whose
     results file (this release's NAME.results.json, as committed) lists a file
     with this sha256, as {commit, weights (the file of it that matched),
-    shipped_path}; None when none does (a file
-    of no committed release, or the results file is not in git)."""
+    shipped_path}; None when none does (a file of no committed release, or
+    the results file is not in git)."""
     rel = os.path.relpath(os.path.abspath(results_file), REPO)
     if rel.startswith(os.pardir):
         return None
@@ -321,10 +321,10 @@ def main():
     train_cfg = config.get("train", {})
     # A main run started from another model's weights (train --init-from).
     init_from = train_cfg.get("init_from") or None
-    if init_from and not os.path.isfile(init_from):
-        fail(f"the main run started from {init_from} (train --init-from), which is gone: the card could not "
-             "name it; put it back or give it again")
     if init_from:
+        if not os.path.isfile(init_from):
+            fail(f"the main run started from {init_from} (train --init-from), which is gone: the card could not "
+                 "name it; put it back or give it again")
         train_cfg["init_from"] = shown_path(init_from)
     with open(os.path.join(work, "chosen.txt"), encoding="utf-8") as f:
         chosen = f.read().strip()

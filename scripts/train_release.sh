@@ -52,8 +52,8 @@
 #   --finetune-from FILE   fine-tune this model (a checkpoint or an exported
 #                          file, e.g. the shipped one) instead of training a
 #                          main run; it is copied into RUN first, and the
-#                          card names it with its sha256 and the commit that
-#                          last changed it
+#                          card names it with the copy's sha256 and the
+#                          committed release that lists it
 # The candidates are then the fine-tuned run's, plus the model it started
 # from (so fine-tuning is kept only when validation says it helps).
 # Evaluation and output:

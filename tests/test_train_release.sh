@@ -405,7 +405,8 @@ assert r["config"]["train"]["init_from"] == s["path"] and s["path"].endswith("in
   "$tmp/out-init/en-es.results.json" "$(sha256sum "$tmp/init.fp32.pmt" | cut -d' ' -f1)"
 check "...and the card gives it and the schedule" bash -c "grep -q '| started from | .*init.fp32.pmt. (no committed release), sha256 .*: the run above began from its weights' '$tmp/out-init/README.md' &&
   grep -q 'warm-up steps, linear decay to 0.0001 at step 4,' '$tmp/out-init/README.md' &&
-  grep -q '| fine-tuning | then 2 steps on' '$tmp/out-init/README.md'"
+  grep -q '| fine-tuning | then 2 steps on' '$tmp/out-init/README.md' &&
+  grep -q \"| \\\`main\\\` | the main run's last.ckpt (moving average), before fine-tuning |\" '$tmp/out-init/README.md'"
 check "...its fine-tuning has its own schedule, not the main run's" \
   grep -qx "lr_schedule = inverse-sqrt" "$tmp/run-init/finetune/logs/config.ini"
 # The release a started-from file belongs to is found through the committed
